@@ -1,0 +1,161 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, {
+  LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import { AppError, ERRORS, errorBody, type ErrorCode } from './errors.js';
+import { Authenticator } from './intake/authenticate.js';
+import { GroupCommitWriter } from './intake/group-commit.js';
+import { KeyCache } from './intake/key-cache.js';
+import { LastUsedTracker } from './intake/last-used.js';
+import { RateLimiter } from './intake/rate-limit.js';
+import { intakeRoutes } from './intake/routes.js';
+import { healthRoutes } from './ops/health.js';
+import { setupRoutes } from './admin/setup.js';
+import type { Store } from './store/store.js';
+import { createLogger } from './logger.js';
+
+export type AppInstance = FastifyInstance<
+  import('node:http').Server,
+  import('node:http').IncomingMessage,
+  import('node:http').ServerResponse,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;
+
+export interface AppDeps {
+  config: Config;
+  store: Store;
+  /** Defaults to a pino logger at config.logLevel on stdout. */
+  logger?: Logger;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The error code this request was answered with, for the request log. */
+    errorCode: ErrorCode | undefined;
+  }
+}
+
+/** Builds the whole service without listening: main.ts listens, tests inject. */
+export async function buildApp(deps: AppDeps): Promise<AppInstance> {
+  const { config, store } = deps;
+  const logger = deps.logger ?? createLogger(config.logLevel);
+  const app = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    // Every request to an integration lands in the request log table; stdout gets errors.
+    logController: new LogController({ disableRequestLogging: true }),
+    genReqId: () => randomUUID(),
+    requestTimeout: 30_000,
+    // Every route is registered with and without a trailing slash being the same address.
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const keyCache = new KeyCache(store);
+  await keyCache.start();
+  const writer = new GroupCommitWriter(
+    store,
+    { maxQueued: config.writeQueueMax, maxQueuedBytes: config.writeQueueMaxBytes },
+    logger,
+  );
+  const lastUsed = new LastUsedTracker(store, logger);
+  lastUsed.start();
+
+  app.decorateRequest('errorCode', undefined);
+  app.setErrorHandler((error, request, reply) => renderError(toAppError(error as Error, request), request, reply));
+  const knownRoutes = trackRoutes(app);
+  app.setNotFoundHandler((request, reply) => {
+    const allowed = knownRoutes.methodsFor(request.url);
+    const error =
+      allowed.length > 0
+        ? new AppError('method_not_allowed', `${request.method} is not allowed here; use ${allowed.join(', ')}.`, {
+            allow: allowed,
+          })
+        : new AppError('not_found', `No route for ${request.method} ${request.url.split('?', 1)[0]}.`);
+    return renderError(error, request, reply);
+  });
+
+  await app.register(healthRoutes, { store, writer });
+  await app.register(setupRoutes, { store });
+  await app.register(async (scope) =>
+    intakeRoutes(scope as AppInstance, {
+      store,
+      authenticator: new Authenticator(keyCache, config.environment),
+      writer,
+      rateLimiter: new RateLimiter(),
+      lastUsed,
+      counters: { unknownIntegrationRequests: 0 },
+    }),
+  );
+
+  app.addHook('onClose', async () => {
+    keyCache.stop();
+    await writer.drain();
+    await lastUsed.stop();
+  });
+  return app;
+}
+
+function renderError(error: AppError, request: FastifyRequest, reply: FastifyReply) {
+  request.errorCode = error.code;
+  if (error.details.retryAfterSeconds !== undefined) reply.header('retry-after', String(error.details.retryAfterSeconds));
+  if (error.details.allow) reply.header('allow', error.details.allow.join(', '));
+  return reply.code(error.status).type('application/json; charset=utf-8').send(errorBody(error, request.id));
+}
+
+/** Fastify's own errors, by code, in the contract's terms. */
+const FASTIFY_ERRORS: Record<string, ErrorCode> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_request',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
+  FST_ERR_BAD_URL: 'invalid_request',
+  FST_ERR_ASYNC_CONSTRAINT: 'invalid_request',
+};
+
+/**
+ * Every error becomes an AppError: ours pass through, Fastify's and validation errors are
+ * named, and anything else is logged with its stack and shown as a bare 500.
+ */
+function toAppError(error: FastifyError | AppError | Error, request: FastifyRequest): AppError {
+  if (error instanceof AppError) return error;
+  const fastifyError = error as FastifyError;
+  if (fastifyError.validation) {
+    return new AppError('invalid_request', `Invalid ${fastifyError.validationContext ?? 'request'}: ${fastifyError.message}`);
+  }
+  const named = fastifyError.code ? FASTIFY_ERRORS[fastifyError.code] : undefined;
+  if (named) return new AppError(named, fastifyError.message || ERRORS[named].message);
+  const status = fastifyError.statusCode;
+  if (status !== undefined && status >= 400 && status < 500) {
+    return new AppError('invalid_request', fastifyError.message || ERRORS.invalid_request.message);
+  }
+  request.log.error({ err: error }, 'unhandled error');
+  return new AppError('internal_error');
+}
+
+/** Remembers every route's path and methods, to tell a wrong method (405) from no route (404). */
+function trackRoutes(app: AppInstance) {
+  const router = FindMyWay({ ignoreTrailingSlash: true });
+  const methodsByPath = new Map<string, Set<string>>();
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) {
+      if (method === 'HEAD') continue;
+      const methods = methodsByPath.get(route.url) ?? new Set<string>();
+      if (methods.size === 0) {
+        methodsByPath.set(route.url, methods);
+        router.on('GET', route.url, () => undefined, { path: route.url });
+      }
+      methods.add(method);
+    }
+  });
+  return {
+    methodsFor(url: string): string[] {
+      const found = router.find('GET' as HTTPMethod, url.split('?', 1)[0]!);
+      const path = (found?.store as { path?: string } | undefined)?.path;
+      return path ? [...(methodsByPath.get(path) ?? [])].sort() : [];
+    },
+  };
+}

@@ -1,0 +1,51 @@
+import { loadConfig, type Config } from '../config.js';
+import { Management } from '../services/management.js';
+import { openStore } from '../store/open-store.js';
+import type { Store } from '../store/store.js';
+
+export interface CommandContext {
+  config: Config;
+  store: Store;
+  management: Management;
+}
+
+/** Opens the configured database (migrating it, so a fresh one works), runs, closes. */
+export async function withStore<T>(
+  run: (context: CommandContext) => Promise<T>,
+  options: { migrate: boolean } = { migrate: true },
+): Promise<T> {
+  const config = loadConfig();
+  const store = openStore(config.databaseUrl);
+  try {
+    if (options.migrate) await store.migrate();
+    const management = new Management(store, {
+      environment: config.environment,
+      baseUrl: config.baseUrl,
+      defaultBodyLimit: config.defaultBodyLimit,
+    });
+    return await run({ config, store, management });
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * Prints a command's result: with --json exactly one JSON object on stdout, otherwise one
+ * `name: value` line per field.
+ */
+export function print(result: Record<string, unknown>, options: { json?: boolean }, note?: string): void {
+  if (options.json) {
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+    return;
+  }
+  const lines = Object.entries(result).map(([name, value]) => `${name}: ${Array.isArray(value) ? value.join(', ') || '(none)' : String(value)}`);
+  if (note) lines.push(note);
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+export const SHOWN_ONCE = 'The API key is shown only this once: store it now.';
+
+/** An ISO-8601 time, or null. */
+export function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}

@@ -1,0 +1,80 @@
+import { Type, type Static } from 'typebox';
+import { Value } from 'typebox/value';
+
+/**
+ * Every setting the service reads, in one schema. This module is the only reader of
+ * process.env: everything else receives a Config.
+ */
+const ConfigSchema = Type.Object({
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
+  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
+  INTAKE_DATABASE_URL: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)$', default: 'sqlite:./data/intake.db' }),
+  INTAKE_ENV: Type.Enum(['development', 'staging', 'production'], { default: 'development' }),
+  INTAKE_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+  LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info' }),
+  /** Webhooks waiting for their group commit; past this, intake answers 503. */
+  INTAKE_WRITE_QUEUE_MAX: Type.Integer({ minimum: 1, default: 10000 }),
+  /** Raw bytes waiting for their group commit; bounds memory whatever the body sizes. */
+  INTAKE_WRITE_QUEUE_MAX_BYTES: Type.Integer({ minimum: 1024, default: 64 * 1024 * 1024 }),
+  /** Body limit of a new integration, in bytes (each integration may change its own). */
+  INTAKE_DEFAULT_BODY_LIMIT: Type.Integer({ minimum: 1, maximum: 16 * 1024 * 1024, default: 1024 * 1024 }),
+});
+
+type RawConfig = Static<typeof ConfigSchema>;
+
+export type Environment = RawConfig['INTAKE_ENV'];
+
+export interface Config {
+  port: number;
+  host: string;
+  databaseUrl: string;
+  environment: Environment;
+  baseUrl: string;
+  logLevel: RawConfig['LOG_LEVEL'];
+  writeQueueMax: number;
+  writeQueueMaxBytes: number;
+  defaultBodyLimit: number;
+}
+
+/** Thrown with every problem found, one line each, so a bad start says all at once. */
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
+  }
+}
+
+/** Parses and validates the environment once; throws ConfigError listing every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const known: Record<string, unknown> = {};
+  for (const name of Object.keys(ConfigSchema.properties)) {
+    const value = env[name];
+    if (value !== undefined && value !== '') known[name] = value;
+  }
+  const candidate = Value.Convert(ConfigSchema, Value.Default(ConfigSchema, known));
+  const problems = describeProblems(candidate, known);
+  if (problems.length > 0) throw new ConfigError(problems);
+  const raw = candidate as RawConfig;
+  return {
+    port: raw.PORT,
+    host: raw.HOST,
+    databaseUrl: raw.INTAKE_DATABASE_URL,
+    environment: raw.INTAKE_ENV,
+    baseUrl: (raw.INTAKE_BASE_URL ?? `http://localhost:${raw.PORT}`).replace(/\/+$/, ''),
+    logLevel: raw.LOG_LEVEL,
+    writeQueueMax: raw.INTAKE_WRITE_QUEUE_MAX,
+    writeQueueMaxBytes: raw.INTAKE_WRITE_QUEUE_MAX_BYTES,
+    defaultBodyLimit: raw.INTAKE_DEFAULT_BODY_LIMIT,
+  };
+}
+
+function describeProblems(candidate: unknown, given: Record<string, unknown>): string[] {
+  const byVariable = new Map<string, string>();
+  for (const error of Value.Errors(ConfigSchema, candidate)) {
+    const name = error.instancePath.replace(/^\//, '');
+    if (byVariable.has(name)) continue;
+    const schema = (ConfigSchema.properties as Record<string, { enum?: string[] }>)[name];
+    const rule = schema?.enum ? `must be one of ${schema.enum.join(', ')}` : error.message;
+    byVariable.set(name, `${name}=${JSON.stringify(given[name] ?? '')}: ${rule}`);
+  }
+  return [...byVariable.values()];
+}

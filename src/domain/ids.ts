@@ -1,0 +1,49 @@
+import { randomBytes } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+/** `length` base62 characters from the CSPRNG, uniform (bytes ≥ 248 are redrawn, not folded). */
+export function randomBase62(length: number): string {
+  let out = '';
+  while (out.length < length) {
+    for (const byte of randomBytes(length * 2)) {
+      if (byte < 248) out += BASE62[byte % 62];
+      if (out.length === length) break;
+    }
+  }
+  return out;
+}
+
+/** Base62 of a non-negative integer, left-padded with '0' to `width`. */
+export function toBase62(value: number, width: number): string {
+  let out = '';
+  let rest = value;
+  do {
+    out = BASE62[rest % 62] + out;
+    rest = Math.floor(rest / 62);
+  } while (rest > 0);
+  return out.padStart(width, '0');
+}
+
+export type IdPrefix = 'cmp' | 'usr' | 'int' | 'key' | 'req';
+
+/** A new id with its type prefix, as Stripe and Svix do: `int_4Fh2…`. */
+export function newId(prefix: IdPrefix): string {
+  return `${prefix}_${randomBase62(22)}`;
+}
+
+/** Whether `value` looks like an id of this type (checked before any lookup). */
+export function isId(prefix: IdPrefix, value: string): boolean {
+  return value.startsWith(`${prefix}_`) && /^[A-Za-z0-9]{22}$/.test(value.slice(prefix.length + 1));
+}
+
+/** Time-ordered UUID (v7) for webhooks: new rows land at the end of the time index. */
+export function newWebhookUuid(): string {
+  return uuidv7();
+}
+
+/** The public last segment of an integration's webhook address: not a secret, not guessable. */
+export function newIntegrationKey(): string {
+  return randomBase62(24);
+}

@@ -1,0 +1,100 @@
+import { AppError } from '../errors.js';
+
+/**
+ * The rules of a webhook body (contract, "Sending a webhook"), in the order the contract
+ * checks them. Pure functions over bytes: the HTTP layer reads the body, this decides.
+ */
+
+export const MAX_EVENT_LENGTH = 200;
+/**
+ * Deeper documents are refused: every store and reader of the payload (JSON.stringify,
+ * PostgreSQL's jsonb) has a nesting limit, and Ruby's and Rails' default is 100.
+ */
+export const MAX_NESTING_DEPTH = 128;
+
+export interface WebhookPayload {
+  event: string;
+  data: Record<string, unknown>;
+}
+
+/** `application/json` or a `+json` type, with any parameters (charset…). */
+export function isJsonContentType(header: string | undefined): boolean {
+  if (header === undefined) return false;
+  const mediaType = header.split(';', 1)[0]!.trim().toLowerCase();
+  return mediaType === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(mediaType);
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+
+/** Parses the raw body into a webhook, or throws the contract's 400 or 422. */
+export function parseWebhookBody(raw: Buffer): WebhookPayload {
+  const document = parseJsonObject(raw);
+  return { event: validEvent(document.event), data: validData(document.data) };
+}
+
+function parseJsonObject(raw: Buffer): Record<string, unknown> {
+  let text: string;
+  try {
+    text = strictUtf8.decode(raw);
+  } catch {
+    throw new AppError('invalid_json', 'The request body is not valid UTF-8.');
+  }
+  if (nestingDepth(text) > MAX_NESTING_DEPTH) {
+    throw new AppError('invalid_json', `The request body nests deeper than ${MAX_NESTING_DEPTH} levels.`);
+  }
+  let document: unknown;
+  try {
+    document = JSON.parse(text);
+  } catch {
+    throw new AppError('invalid_json', 'The request body is not valid JSON.');
+  }
+  if (typeof document !== 'object' || document === null || Array.isArray(document)) {
+    throw new AppError('invalid_json', 'The request body must be a JSON object.');
+  }
+  return document as Record<string, unknown>;
+}
+
+function validEvent(event: unknown): string {
+  if (typeof event !== 'string' || event.length === 0 || countCharacters(event) > MAX_EVENT_LENGTH) {
+    throw new AppError(
+      'validation_failed',
+      `Field "event" is required and must be a non-empty string of at most ${MAX_EVENT_LENGTH} characters.`,
+      { field: 'event' },
+    );
+  }
+  return event;
+}
+
+function validData(data: unknown): Record<string, unknown> {
+  if (data === undefined) return {};
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+    throw new AppError('validation_failed', 'Field "data" must be a JSON object when present.', { field: 'data' });
+  }
+  return data as Record<string, unknown>;
+}
+
+/** Characters as people count them: code points, so an emoji is one. */
+function countCharacters(text: string): number {
+  if (text.length <= MAX_EVENT_LENGTH) return text.length;
+  let count = 0;
+  for (const _ of text) count++;
+  return count;
+}
+
+/** The deepest nesting of arrays and objects, skipping brackets inside strings. */
+export function nestingDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > deepest) deepest = depth;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return deepest;
+}

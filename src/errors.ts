@@ -1,0 +1,82 @@
+/**
+ * The closed list of errors the service shows to clients, and the one place that turns a
+ * code into an HTTP status and a title. Domain code throws `AppError(code)`; only the HTTP
+ * layer (app.ts) renders it.
+ */
+export const ERRORS = {
+  missing_api_key: { status: 401, title: 'Missing API key', message: 'API key is required in the X-API-Key header.' },
+  invalid_api_key: {
+    status: 401,
+    title: 'Invalid API key',
+    message: 'The provided API key is not valid or has been revoked.',
+  },
+  insufficient_permissions: {
+    status: 403,
+    title: 'Insufficient permissions',
+    message: 'Your API key does not have permission to access this resource.',
+  },
+  integration_disabled: {
+    status: 403,
+    title: 'Integration disabled',
+    message: 'This integration is disabled and does not accept webhooks.',
+  },
+  unsupported_media_type: {
+    status: 415,
+    title: 'Unsupported media type',
+    message: 'The request body must be JSON, sent with Content-Type: application/json.',
+  },
+  payload_too_large: { status: 413, title: 'Payload too large', message: 'The request body is larger than the limit.' },
+  invalid_json: { status: 400, title: 'Invalid JSON', message: 'The request body must be a valid JSON object.' },
+  invalid_request: { status: 400, title: 'Invalid request', message: 'The request is not valid.' },
+  validation_failed: { status: 422, title: 'Validation failed', message: 'The webhook does not follow the rules.' },
+  idempotency_conflict: {
+    status: 422,
+    title: 'Idempotency key reused',
+    message: 'This idempotency key was already used with a different body.',
+  },
+  rate_limited: { status: 429, title: 'Rate limit exceeded', message: 'Too many requests; retry later.' },
+  service_unavailable: {
+    status: 503,
+    title: 'Service unavailable',
+    message: 'The service cannot store this request right now; retry later.',
+  },
+  not_found: { status: 404, title: 'Not found', message: 'The requested resource does not exist.' },
+  method_not_allowed: { status: 405, title: 'Method not allowed', message: 'This method is not allowed on this path.' },
+  conflict: { status: 409, title: 'Conflict', message: 'The request conflicts with the current state.' },
+  internal_error: { status: 500, title: 'Internal server error', message: 'Something went wrong on our side.' },
+} as const satisfies Record<string, { status: number; title: string; message: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** A failure a client may cause or see, named by a code from the table above. */
+export class AppError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message?: string,
+    /** Extra fields for the body (`field`, …) and the Retry-After delay in seconds. */
+    readonly details: { field?: string; retryAfterSeconds?: number; allow?: string[] } = {},
+  ) {
+    super(message ?? ERRORS[code].message);
+    this.name = 'AppError';
+  }
+
+  get status(): number {
+    return ERRORS[this.code].status;
+  }
+}
+
+export interface ErrorBody {
+  error: string;
+  message: string;
+  code: ErrorCode;
+  request_id?: string;
+  field?: string;
+}
+
+/** The JSON body of an error; the only shape errors take on the wire. */
+export function errorBody(error: AppError, requestId?: string): ErrorBody {
+  const body: ErrorBody = { error: ERRORS[error.code].title, message: error.message, code: error.code };
+  if (error.details.field !== undefined) body.field = error.details.field;
+  if (requestId !== undefined) body.request_id = requestId;
+  return body;
+}

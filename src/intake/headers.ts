@@ -1,0 +1,28 @@
+import type { IncomingHttpHeaders } from 'node:http';
+
+/** Never stored: credentials, and hop-by-hop headers that say nothing about the webhook. */
+const NOT_KEPT = new Set([
+  'x-api-key',
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'upgrade',
+  'te',
+  'trailer',
+]);
+
+/**
+ * The headers stored with a webhook, as one JSON object: everything the sender sent
+ * (signatures, event ids, user agent) except credentials and hop-by-hop headers.
+ */
+export function keptHeaders(headers: IncomingHttpHeaders): string {
+  const kept: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || NOT_KEPT.has(name)) continue;
+    kept[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return JSON.stringify(kept);
+}

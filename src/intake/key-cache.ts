@@ -1,0 +1,107 @@
+import type { IntegrationRoute, KeyGrant, Store } from '../store/store.js';
+
+/** How often the cache asks the database whether any key or integration changed. */
+const POLL_INTERVAL_MS = 200;
+/** Past this without a successful poll the cache cannot vouch for its entries and drops them. */
+const MAX_STALENESS_MS = 800;
+const MAX_ENTRIES = 50_000;
+
+/**
+ * Keys and integrations for the hot path, held in memory.
+ *
+ * Every change that can make an answer stale (revoke, rotate, disable, delete) adds a row
+ * to `auth_changes` in the same transaction, whoever writes it: this server, another node
+ * or the CLI. The cache polls the newest id and forgets everything when it moves, so a
+ * revoked key stops working within POLL_INTERVAL_MS plus one query, well under a second.
+ * A generation number keeps a lookup that started before a change from caching its answer.
+ */
+export class KeyCache {
+  private keys = new Map<string, KeyGrant | null>();
+  private integrations = new Map<string, IntegrationRoute>();
+  private inFlight = new Map<string, Promise<unknown>>();
+  private generation = 0;
+  private latestChange = -1;
+  private lastVerifiedAt = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly store: Store,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Starts polling; the first poll runs before this resolves. */
+  async start(): Promise<void> {
+    await this.poll();
+    this.timer = setInterval(() => void this.poll(), POLL_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** The live key with this hash, or undefined. Revoked and deleted keys are never returned. */
+  async findKey(keyHash: string): Promise<KeyGrant | undefined> {
+    this.dropIfUnverified();
+    const cached = this.keys.get(keyHash);
+    if (cached !== undefined) return cached ?? undefined;
+    const found = await this.lookup(`k:${keyHash}`, () => this.store.findKeyByHash(keyHash), (grant) => {
+      this.keys.set(keyHash, grant ?? null);
+    });
+    return found;
+  }
+
+  /** The integration this address names, or undefined when there is none. */
+  async findIntegration(integrationKey: string): Promise<IntegrationRoute | undefined> {
+    this.dropIfUnverified();
+    const cached = this.integrations.get(integrationKey);
+    if (cached !== undefined) return cached;
+    return this.lookup(`i:${integrationKey}`, () => this.store.findIntegrationByKey(integrationKey), (route) => {
+      if (route) this.integrations.set(integrationKey, route);
+    });
+  }
+
+  /** Forget everything now (after a change this process made itself). */
+  invalidate(): void {
+    this.generation++;
+    this.keys.clear();
+    this.integrations.clear();
+    this.inFlight.clear();
+  }
+
+  private async lookup<T>(slot: string, load: () => Promise<T>, remember: (value: T) => void): Promise<T> {
+    const pending = this.inFlight.get(slot) as Promise<T> | undefined;
+    if (pending) return pending;
+    const generation = this.generation;
+    const promise = load().finally(() => {
+      if (this.inFlight.get(slot) === promise) this.inFlight.delete(slot);
+    });
+    this.inFlight.set(slot, promise);
+    const value = await promise;
+    if (generation === this.generation) {
+      if (this.keys.size + this.integrations.size >= MAX_ENTRIES) this.invalidate();
+      remember(value);
+    }
+    return value;
+  }
+
+  private dropIfUnverified(): void {
+    if (this.now() - this.lastVerifiedAt > MAX_STALENESS_MS && this.keys.size + this.integrations.size > 0) {
+      this.invalidate();
+    }
+  }
+
+  private async poll(): Promise<void> {
+    try {
+      const startedAt = this.now();
+      const latest = await this.store.latestAuthChange();
+      if (latest !== this.latestChange) {
+        this.latestChange = latest;
+        this.invalidate();
+      }
+      this.lastVerifiedAt = startedAt;
+    } catch {
+      // The database did not answer: entries age out through dropIfUnverified.
+    }
+  }
+}

@@ -1,0 +1,271 @@
+import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import type { Scope } from '../domain/api-key.js';
+import { decodeCursor, encodeCursor } from '../domain/cursor.js';
+import { newId, newWebhookUuid } from '../domain/ids.js';
+import { isJsonContentType, parseWebhookBody } from '../domain/webhook-body.js';
+import { AppError } from '../errors.js';
+import type { AppInstance } from '../app.js';
+import type { CommitOutcome, IntegrationRoute, RequestLogEntry, StoredWebhook, Store } from '../store/store.js';
+import type { Authenticator } from './authenticate.js';
+import type { GroupCommitWriter } from './group-commit.js';
+import { keptHeaders } from './headers.js';
+import type { LastUsedTracker } from './last-used.js';
+import type { RateLimiter } from './rate-limit.js';
+import { readBody } from './read-body.js';
+
+export interface IntakeDeps {
+  store: Store;
+  authenticator: Authenticator;
+  writer: GroupCommitWriter;
+  rateLimiter: RateLimiter;
+  lastUsed: LastUsedTracker;
+  /** Requests to addresses that name no integration: counted, never stored. */
+  counters: { unknownIntegrationRequests: number };
+}
+
+/** Both shapes of the address, forever (contract, "Sending a webhook"). */
+const ADDRESS_PREFIXES = ['/api/webhooks', '/api/webhook'] as const;
+const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
+const MAX_USER_AGENT_LENGTH = 512;
+
+const Accepted = Type.Object({ uuid: Type.String(), received_at: Type.String() });
+const IntegrationParams = Type.Object({ integration_key: Type.String({ maxLength: 200 }) });
+const ListQuery = Type.Object({
+  limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
+  cursor: Type.Optional(Type.String({ maxLength: 200 })),
+  event: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  since: Type.Optional(Type.String({ format: 'date-time' })),
+  until: Type.Optional(Type.String({ format: 'date-time' })),
+});
+
+/** The hot path (POST) and the key-authenticated reads of an integration's webhooks. */
+export async function intakeRoutes(app: AppInstance, deps: IntakeDeps): Promise<void> {
+  // The body is read by the handler, after authentication and with the integration's own
+  // limit: Fastify hands over the raw stream whatever the Content-Type says.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+
+  app.decorateRequest('intake', null);
+  app.addHook('onResponse', async (request, reply) => logRequest(deps, request, reply));
+
+  for (const prefix of ADDRESS_PREFIXES) {
+    app.post(
+      `${prefix}/:integration_key`,
+      {
+        onRequest: authenticateFor(deps, 'webhooks:write', true),
+        schema: {
+          params: IntegrationParams,
+          response: { 200: Accepted, 202: Accepted },
+        },
+      },
+      (request, reply) => receiveWebhook(deps, request, reply),
+    );
+    app.get(
+      `${prefix}/:integration_key`,
+      {
+        onRequest: authenticateFor(deps, 'webhooks:read', false),
+        schema: { params: IntegrationParams, querystring: ListQuery },
+      },
+      async (request) => {
+        const { integration } = context(request);
+        const query = request.query;
+        const rows = await deps.store.listWebhooks(integration!.companyId, integration!.id, {
+          limit: query.limit + 1,
+          cursor: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
+          event: query.event,
+          since: query.since === undefined ? undefined : Date.parse(query.since),
+          until: query.until === undefined ? undefined : Date.parse(query.until),
+        });
+        const page = rows.slice(0, query.limit);
+        const last = page[page.length - 1];
+        return {
+          data: page.map(listItem),
+          next_cursor: rows.length > query.limit && last ? encodeCursor(last) : null,
+        };
+      },
+    );
+    app.get(
+      `${prefix}/:integration_key/:uuid`,
+      {
+        onRequest: authenticateFor(deps, 'webhooks:read', false),
+        schema: {
+          params: Type.Object({ integration_key: Type.String({ maxLength: 200 }), uuid: Type.String({ maxLength: 64 }) }),
+        },
+      },
+      async (request) => {
+        const { integration } = context(request);
+        const webhook = await deps.store.getWebhook(integration!.companyId, integration!.id, request.params.uuid);
+        if (!webhook) throw new AppError('not_found', 'No webhook with this uuid in this integration.');
+        return {
+          ...listItem(webhook),
+          headers: webhook.headers,
+          raw_body: webhook.rawBody.toString('utf8'),
+          source_ip: webhook.sourceIp,
+        };
+      },
+    );
+  }
+}
+
+/** What intake knows of a request; set by the authentication hook. */
+export interface IntakeContext {
+  startedAt: number;
+  receivedAt: number;
+  integration: IntegrationRoute | undefined;
+  keyId: string | null;
+  sizeBytes: number | undefined;
+  /** The request's log row was committed with its webhook: onResponse must not add one. */
+  logged: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    intake: IntakeContext | null;
+  }
+}
+
+function context(request: FastifyRequest): NonNullable<FastifyRequest['intake']> {
+  if (!request.intake) throw new Error('intake route without its authentication hook');
+  return request.intake;
+}
+
+function authenticateFor(deps: IntakeDeps, scope: Scope, requireEnabled: boolean) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const startedAt = performance.now();
+    const receivedAt = Date.now();
+    const header = request.headers['x-api-key'];
+    const result = await deps.authenticator.authenticate({
+      apiKey: Array.isArray(header) ? header[0] : header,
+      integrationKey: (request.params as { integration_key: string }).integration_key,
+      scope,
+      requireEnabled,
+      now: receivedAt,
+    });
+    request.intake = {
+      startedAt,
+      receivedAt,
+      integration: result.integration,
+      keyId: result.grant?.keyId ?? null,
+      sizeBytes: undefined,
+      logged: false,
+    };
+    if (result.grant) {
+      deps.lastUsed.record({ companyId: result.grant.companyId, keyId: result.grant.keyId, at: receivedAt, ip: request.ip });
+    }
+    if (result.error) throw result.error;
+  };
+}
+
+/** request → body rules in the contract's order → rate limit → group commit → answer. */
+async function receiveWebhook(
+  deps: IntakeDeps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+) {
+  const ctx = context(request);
+  const integration = ctx.integration!;
+  if (!isJsonContentType(request.headers['content-type'])) {
+    reply.header('connection', 'close');
+    throw new AppError('unsupported_media_type');
+  }
+  const raw = await readBody(request.body as Readable | undefined, request.headers['content-length'], integration.bodyLimitBytes).catch(
+    (error: unknown) => {
+      reply.header('connection', 'close');
+      throw error;
+    },
+  );
+  ctx.sizeBytes = raw.length;
+  const idempotencyKey = idempotencyKeyOf(request);
+  const payload = parseWebhookBody(raw);
+  if (integration.rateLimitPerMinute !== null) {
+    const waitSeconds = deps.rateLimiter.take(integration.id, integration.rateLimitPerMinute);
+    if (waitSeconds > 0) {
+      throw new AppError('rate_limited', `This integration accepts ${integration.rateLimitPerMinute} webhooks a minute.`, {
+        retryAfterSeconds: waitSeconds,
+      });
+    }
+  }
+
+  const uuid = newWebhookUuid();
+  const outcome = await deps.writer.submit({
+    uuid,
+    companyId: integration.companyId,
+    integrationId: integration.id,
+    keyId: ctx.keyId!,
+    event: payload.event,
+    receivedAt: ctx.receivedAt,
+    rawBody: raw,
+    bodySha256: createHash('sha256').update(raw).digest('hex'),
+    headers: keptHeaders(request.headers),
+    sourceIp: request.ip,
+    idempotencyKey,
+    logFor: (committed) => requestLogEntry(request, STATUS_OF[committed.kind], committed),
+  });
+  ctx.logged = true;
+  switch (outcome.kind) {
+    case 'accepted':
+      return reply.code(202).send({ uuid: outcome.uuid, received_at: new Date(outcome.receivedAt).toISOString() });
+    case 'replayed':
+      return reply
+        .code(200)
+        .header('idempotent-replayed', 'true')
+        .send({ uuid: outcome.uuid, received_at: new Date(outcome.receivedAt).toISOString() });
+    case 'conflict':
+      throw new AppError('idempotency_conflict');
+  }
+}
+
+const STATUS_OF: Record<CommitOutcome['kind'], number> = { accepted: 202, replayed: 200, conflict: 422 };
+
+function idempotencyKeyOf(request: FastifyRequest): string | null {
+  const header = request.headers['idempotency-key'] ?? request.headers['webhook-id'];
+  const key = Array.isArray(header) ? header[0] : header;
+  if (key === undefined || key === '') return null;
+  if (key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+    throw new AppError('invalid_request', `The idempotency key must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters.`);
+  }
+  return key;
+}
+
+function listItem(webhook: StoredWebhook) {
+  const document = JSON.parse(webhook.rawBody.toString('utf8')) as { data?: unknown };
+  return {
+    uuid: webhook.uuid,
+    event: webhook.event,
+    data: document.data ?? {},
+    received_at: new Date(webhook.receivedAt).toISOString(),
+  };
+}
+
+function requestLogEntry(request: FastifyRequest, status: number, outcome?: CommitOutcome): RequestLogEntry {
+  const ctx = context(request);
+  const userAgent = request.headers['user-agent'];
+  return {
+    id: newId('req'),
+    companyId: ctx.integration!.companyId,
+    integrationId: ctx.integration!.id,
+    receivedAt: ctx.receivedAt,
+    method: request.method,
+    status,
+    errorCode: outcome?.kind === 'conflict' ? 'idempotency_conflict' : (request.errorCode ?? null),
+    keyId: ctx.keyId,
+    ip: request.ip,
+    userAgent: userAgent === undefined ? null : userAgent.slice(0, MAX_USER_AGENT_LENGTH),
+    sizeBytes: ctx.sizeBytes ?? (Number(request.headers['content-length']) || 0),
+    durationMs: Math.round((performance.now() - ctx.startedAt) * 1000) / 1000,
+    webhookUuid: outcome && outcome.kind !== 'conflict' ? outcome.uuid : null,
+  };
+}
+
+function logRequest(deps: IntakeDeps, request: FastifyRequest, reply: FastifyReply): void {
+  const ctx = request.intake;
+  if (!ctx) return;
+  if (!ctx.integration) {
+    deps.counters.unknownIntegrationRequests++;
+    return;
+  }
+  if (!ctx.logged) deps.writer.submitLog(requestLogEntry(request, reply.statusCode));
+}

@@ -1,0 +1,35 @@
+import { buildApp } from './app.js';
+import { setupLinkIfFirstRun } from './admin/setup.js';
+import { loadConfig } from './config.js';
+import { createLogger } from './logger.js';
+import { openStore } from './store/open-store.js';
+
+/**
+ * config → store (migrated) → app → listen. SIGTERM and SIGINT close the server: no new
+ * connections, the write queue drains, then the process exits.
+ */
+export async function serve(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config.logLevel);
+  const store = openStore(config.databaseUrl);
+  const applied = await store.migrate();
+  if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+  const app = await buildApp({ config, store, logger });
+  await app.listen({ port: config.port, host: config.host });
+
+  const setupLink = await setupLinkIfFirstRun(store, config.baseUrl);
+  // One plain line, meant for the person at the terminal (logs stay JSON).
+  if (setupLink) process.stdout.write(`First run: create the first account at ${setupLink}\n`);
+
+  let closing = false;
+  const shutdown = async (signal: string) => {
+    if (closing) return;
+    closing = true;
+    logger.info({ signal }, 'shutting down: draining the write queue');
+    await app.close();
+    await store.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}

@@ -1,0 +1,562 @@
+import { Migrator, type Kysely, type Transaction } from 'kysely';
+import type { Scope } from '../domain/api-key.js';
+import type { Database } from './schema.js';
+import { IntakeMigrations, type DialectTypes } from './migrations/index.js';
+import {
+  IDEMPOTENCY_WINDOW_MS,
+  type ApiKeyRecord,
+  type CommitOutcome,
+  type Company,
+  type Integration,
+  type IntegrationRoute,
+  type KeyGrant,
+  type KeyUsage,
+  type NewApiKey,
+  type NewUser,
+  type PendingWebhook,
+  type RequestLogEntry,
+  type Role,
+  type Store,
+  type StoredWebhook,
+  type WebhookQuery,
+} from './store.js';
+
+/** Rows per multi-row INSERT: well under SQLite's 32,766 and PostgreSQL's 65,535 parameters. */
+const INSERT_CHUNK = 500;
+
+/**
+ * The store on any SQL database Kysely speaks. Each dialect's module opens the connection
+ * and passes what differs (column types); the queries are the same on every dialect.
+ */
+export class KyselyStore implements Store {
+  constructor(
+    readonly dialect: 'sqlite' | 'postgres',
+    private readonly db: Kysely<Database>,
+    private readonly types: DialectTypes,
+  ) {}
+
+  async migrate(): Promise<string[]> {
+    const migrator = new Migrator({ db: this.db, provider: new IntakeMigrations(this.types) });
+    const { error, results = [] } = await migrator.migrateToLatest();
+    if (error) throw error;
+    return results.filter((r) => r.status === 'Success').map((r) => r.migrationName);
+  }
+
+  async ping(): Promise<void> {
+    await this.db.selectFrom('auth_changes').select('id').limit(1).execute();
+  }
+
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+
+  async findKeyByHash(keyHash: string): Promise<KeyGrant | undefined> {
+    const row = await this.db
+      .selectFrom('api_keys as k')
+      .leftJoin('integrations as i', 'i.id', 'k.integration_id')
+      .select(['k.id', 'k.key_hash', 'k.company_id', 'k.integration_id', 'k.scopes', 'k.expires_at'])
+      .where('k.key_hash', '=', keyHash)
+      .where('k.revoked_at', 'is', null)
+      .where((eb) => eb.or([eb('k.integration_id', 'is', null), eb('i.deleted_at', 'is', null)]))
+      .executeTakeFirst();
+    if (!row) return undefined;
+    return {
+      keyId: row.id,
+      keyHash: row.key_hash,
+      companyId: row.company_id,
+      integrationId: row.integration_id,
+      scopes: parseScopes(row.scopes),
+      expiresAt: row.expires_at === null ? null : Number(row.expires_at),
+    };
+  }
+
+  async findIntegrationByKey(integrationKey: string): Promise<IntegrationRoute | undefined> {
+    const row = await this.db
+      .selectFrom('integrations')
+      .select(['id', 'company_id', 'enabled', 'body_limit_bytes', 'rate_limit_per_minute'])
+      .where('integration_key', '=', integrationKey)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    return {
+      id: row.id,
+      companyId: row.company_id,
+      enabled: row.enabled === 1,
+      bodyLimitBytes: row.body_limit_bytes,
+      rateLimitPerMinute: row.rate_limit_per_minute,
+    };
+  }
+
+  async latestAuthChange(): Promise<number> {
+    const row = await this.db
+      .selectFrom('auth_changes')
+      .select((eb) => eb.fn.max('id').as('latest'))
+      .executeTakeFirst();
+    return Number(row?.latest ?? 0);
+  }
+
+  async recordKeyUsage(usages: KeyUsage[]): Promise<void> {
+    if (usages.length === 0) return;
+    await this.db.transaction().execute(async (trx) => {
+      for (const usage of usages) {
+        await trx
+          .updateTable('api_keys')
+          .set({ last_used_at: usage.at, last_used_ip: usage.ip })
+          .where('company_id', '=', usage.companyId)
+          .where('id', '=', usage.keyId)
+          .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', usage.at)]))
+          .execute();
+      }
+    });
+  }
+
+  async commitBatch(webhooks: PendingWebhook[], logs: RequestLogEntry[]): Promise<CommitOutcome[]> {
+    return this.db.transaction().execute(async (trx) => {
+      const outcomes = await resolveIdempotency(trx, webhooks);
+      const accepted = webhooks.filter((_, i) => outcomes[i]!.kind === 'accepted');
+      for (const chunk of chunks(accepted)) {
+        await trx.insertInto('webhooks').values(chunk.map(webhookRow)).execute();
+      }
+      const allLogs = [...logs, ...webhooks.map((w, i) => w.logFor(outcomes[i]!))];
+      for (const chunk of chunks(allLogs)) {
+        await trx.insertInto('request_log').values(chunk.map(requestLogRow)).execute();
+      }
+      return outcomes;
+    });
+  }
+
+  async listWebhooks(companyId: string, integrationId: string, query: WebhookQuery): Promise<StoredWebhook[]> {
+    let select = this.db
+      .selectFrom('webhooks')
+      .select(['uuid', 'integration_id', 'event', 'received_at', 'raw_body', 'headers', 'source_ip'])
+      .where('company_id', '=', companyId)
+      .where('integration_id', '=', integrationId);
+    if (query.event !== undefined) select = select.where('event', '=', query.event);
+    if (query.since !== undefined) select = select.where('received_at', '>=', query.since);
+    if (query.until !== undefined) select = select.where('received_at', '<', query.until);
+    const cursor = query.cursor;
+    if (cursor) {
+      select = select.where((eb) =>
+        eb.or([
+          eb('received_at', '<', cursor.receivedAt),
+          eb.and([eb('received_at', '=', cursor.receivedAt), eb('uuid', '<', cursor.uuid)]),
+        ]),
+      );
+    }
+    const rows = await select.orderBy('received_at', 'desc').orderBy('uuid', 'desc').limit(query.limit).execute();
+    return rows.map(storedWebhook);
+  }
+
+  async getWebhook(companyId: string, integrationId: string, uuid: string): Promise<StoredWebhook | undefined> {
+    const row = await this.db
+      .selectFrom('webhooks')
+      .select(['uuid', 'integration_id', 'event', 'received_at', 'raw_body', 'headers', 'source_ip'])
+      .where('company_id', '=', companyId)
+      .where('integration_id', '=', integrationId)
+      .where('uuid', '=', uuid)
+      .executeTakeFirst();
+    return row && storedWebhook(row);
+  }
+
+  async listRequestLog(companyId: string, integrationId: string, limit: number): Promise<RequestLogEntry[]> {
+    const rows = await this.db
+      .selectFrom('request_log')
+      .selectAll()
+      .where('company_id', '=', companyId)
+      .where('integration_id', '=', integrationId)
+      .orderBy('received_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({
+      id: r.id,
+      companyId: r.company_id,
+      integrationId: r.integration_id,
+      receivedAt: Number(r.received_at),
+      method: r.method,
+      status: r.status,
+      errorCode: r.error_code,
+      keyId: r.key_id,
+      ip: r.ip,
+      userAgent: r.user_agent,
+      sizeBytes: r.size_bytes,
+      durationMs: r.duration_ms,
+      webhookUuid: r.webhook_uuid,
+    }));
+  }
+
+  async createCompany(company: Company): Promise<void> {
+    await this.db
+      .insertInto('companies')
+      .values({
+        id: company.id,
+        name: company.name,
+        retention_days: company.retentionDays,
+        created_at: company.createdAt,
+      })
+      .execute();
+  }
+
+  async getCompany(companyId: string): Promise<Company | undefined> {
+    const row = await this.db.selectFrom('companies').selectAll().where('id', '=', companyId).executeTakeFirst();
+    return (
+      row && { id: row.id, name: row.name, retentionDays: row.retention_days, createdAt: Number(row.created_at) }
+    );
+  }
+
+  async addUser(
+    companyId: string,
+    user: NewUser,
+    role: Role,
+  ): Promise<{ id: string; email: string; created: boolean }> {
+    return this.db.transaction().execute(async (trx) => {
+      const existing = await trx
+        .selectFrom('users')
+        .select(['id', 'email'])
+        .where('email', '=', user.email)
+        .executeTakeFirst();
+      if (!existing) {
+        await trx
+          .insertInto('users')
+          .values({ id: user.id, email: user.email, password_hash: user.passwordHash, created_at: user.createdAt })
+          .execute();
+      }
+      const userId = existing?.id ?? user.id;
+      await trx
+        .insertInto('memberships')
+        .values({ company_id: companyId, user_id: userId, role, created_at: user.createdAt })
+        .onConflict((oc) => oc.columns(['company_id', 'user_id']).doUpdateSet({ role }))
+        .execute();
+      return { id: userId, email: existing?.email ?? user.email, created: !existing };
+    });
+  }
+
+  async countUsers(): Promise<number> {
+    const row = await this.db
+      .selectFrom('users')
+      .select((eb) => eb.fn.countAll().as('count'))
+      .executeTakeFirst();
+    return Number(row?.count ?? 0);
+  }
+
+  async createSetupToken(tokenHash: string, createdAt: number, expiresAt: number): Promise<void> {
+    await this.db
+      .insertInto('setup_tokens')
+      .values({ token_hash: tokenHash, created_at: createdAt, expires_at: expiresAt, used_at: null })
+      .execute();
+  }
+
+  async createIntegration(companyId: string, integration: Integration, firstKey: NewApiKey): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('integrations')
+        .values({
+          id: integration.id,
+          company_id: companyId,
+          integration_key: integration.integrationKey,
+          name: integration.name,
+          description: integration.description,
+          enabled: integration.enabled ? 1 : 0,
+          body_limit_bytes: integration.bodyLimitBytes,
+          rate_limit_per_minute: integration.rateLimitPerMinute,
+          created_at: integration.createdAt,
+          updated_at: integration.updatedAt,
+          deleted_at: null,
+        })
+        .execute();
+      await insertApiKey(trx, companyId, firstKey);
+    });
+  }
+
+  async getIntegration(companyId: string, integrationId: string): Promise<Integration | undefined> {
+    const row = await this.db
+      .selectFrom('integrations')
+      .selectAll()
+      .where('company_id', '=', companyId)
+      .where('id', '=', integrationId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    return {
+      id: row.id,
+      companyId: row.company_id,
+      integrationKey: row.integration_key,
+      name: row.name,
+      description: row.description,
+      enabled: row.enabled === 1,
+      bodyLimitBytes: row.body_limit_bytes,
+      rateLimitPerMinute: row.rate_limit_per_minute,
+      createdAt: Number(row.created_at),
+      updatedAt: Number(row.updated_at),
+    };
+  }
+
+  async setIntegrationEnabled(companyId: string, integrationId: string, enabled: boolean, at: number): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const result = await trx
+        .updateTable('integrations')
+        .set({ enabled: enabled ? 1 : 0, updated_at: at })
+        .where('company_id', '=', companyId)
+        .where('id', '=', integrationId)
+        .where('deleted_at', 'is', null)
+        .executeTakeFirst();
+      if (result.numUpdatedRows === 0n) return false;
+      await recordAuthChange(trx, at);
+      return true;
+    });
+  }
+
+  async createApiKey(companyId: string, key: NewApiKey): Promise<void> {
+    await this.db.transaction().execute((trx) => insertApiKey(trx, companyId, key));
+  }
+
+  async rotateIntegrationKey(
+    companyId: string,
+    integrationId: string,
+    newKey: NewApiKey,
+    previousExpiresAt: number,
+  ): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .updateTable('api_keys')
+        .set({ expires_at: previousExpiresAt })
+        .where('company_id', '=', companyId)
+        .where('integration_id', '=', integrationId)
+        .where('revoked_at', 'is', null)
+        .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', previousExpiresAt)]))
+        .execute();
+      await insertApiKey(trx, companyId, newKey);
+      await recordAuthChange(trx, newKey.createdAt);
+    });
+  }
+
+  async revokeApiKey(companyId: string, keyId: string, at: number): Promise<number | undefined> {
+    return this.db.transaction().execute(async (trx) => {
+      await trx
+        .updateTable('api_keys')
+        .set({ revoked_at: at })
+        .where('company_id', '=', companyId)
+        .where('id', '=', keyId)
+        .where('revoked_at', 'is', null)
+        .execute();
+      const row = await trx
+        .selectFrom('api_keys')
+        .select('revoked_at')
+        .where('company_id', '=', companyId)
+        .where('id', '=', keyId)
+        .executeTakeFirst();
+      if (!row) return undefined;
+      await recordAuthChange(trx, at);
+      return Number(row.revoked_at);
+    });
+  }
+
+  async listApiKeys(companyId: string, integrationId: string): Promise<ApiKeyRecord[]> {
+    const rows = await this.db
+      .selectFrom('api_keys')
+      .selectAll()
+      .where('company_id', '=', companyId)
+      .where('integration_id', '=', integrationId)
+      .orderBy('created_at', 'desc')
+      .execute();
+    return rows.map((r) => ({
+      id: r.id,
+      companyId: r.company_id,
+      integrationId: r.integration_id,
+      scopes: parseScopes(r.scopes),
+      prefix: r.prefix,
+      createdAt: Number(r.created_at),
+      expiresAt: nullableNumber(r.expires_at),
+      revokedAt: nullableNumber(r.revoked_at),
+      lastUsedAt: nullableNumber(r.last_used_at),
+      lastUsedIp: r.last_used_ip,
+    }));
+  }
+
+  async companyOfIntegration(integrationId: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('integrations')
+      .select('company_id')
+      .where('id', '=', integrationId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    return row?.company_id;
+  }
+
+  async companyOfKey(keyId: string): Promise<string | undefined> {
+    const row = await this.db.selectFrom('api_keys').select('company_id').where('id', '=', keyId).executeTakeFirst();
+    return row?.company_id;
+  }
+}
+
+/**
+ * Decides each webhook's fate against the idempotency keys, inside the batch's transaction.
+ * The first request of a key in the batch claims it with an upsert that only replaces a row
+ * older than the window; a unique constraint, not memory, so several nodes agree. Requests
+ * that lost the claim compare their body hash with the winner's: same body is a replay.
+ */
+async function resolveIdempotency(trx: Transaction<Database>, webhooks: PendingWebhook[]): Promise<CommitOutcome[]> {
+  const claimants = new Map<string, PendingWebhook>();
+  for (const w of webhooks) {
+    if (w.idempotencyKey !== null && !claimants.has(claimKey(w))) claimants.set(claimKey(w), w);
+  }
+  const holders = new Map<string, { uuid: string; bodySha256: string; receivedAt: number }>();
+  if (claimants.size > 0) {
+    const cutoff = Math.min(...[...claimants.values()].map((w) => w.receivedAt)) - IDEMPOTENCY_WINDOW_MS;
+    const won = new Set<string>();
+    for (const chunk of chunks([...claimants.values()])) {
+      const rows = await trx
+        .insertInto('idempotency_keys')
+        .values(
+          chunk.map((w) => ({
+            integration_id: w.integrationId,
+            idempotency_key: w.idempotencyKey!,
+            company_id: w.companyId,
+            webhook_uuid: w.uuid,
+            body_sha256: w.bodySha256,
+            created_at: w.receivedAt,
+          })),
+        )
+        .onConflict((oc) =>
+          oc
+            .columns(['integration_id', 'idempotency_key'])
+            .doUpdateSet((eb) => ({
+              company_id: eb.ref('excluded.company_id'),
+              webhook_uuid: eb.ref('excluded.webhook_uuid'),
+              body_sha256: eb.ref('excluded.body_sha256'),
+              created_at: eb.ref('excluded.created_at'),
+            }))
+            .where('idempotency_keys.created_at', '<', cutoff),
+        )
+        .returning(['integration_id', 'idempotency_key'])
+        .execute();
+      for (const row of rows) won.add(`${row.integration_id} ${row.idempotency_key}`);
+    }
+    const lost = [...claimants.entries()].filter(([key]) => !won.has(key));
+    for (const [key, w] of claimants) {
+      if (won.has(key)) holders.set(key, { uuid: w.uuid, bodySha256: w.bodySha256, receivedAt: w.receivedAt });
+    }
+    for (const chunk of chunks(lost)) {
+      const rows = await trx
+        .selectFrom('idempotency_keys')
+        .select(['integration_id', 'idempotency_key', 'webhook_uuid', 'body_sha256', 'created_at'])
+        .where((eb) =>
+          eb(
+            eb.refTuple('integration_id', 'idempotency_key'),
+            'in',
+            chunk.map(([, w]) => eb.tuple(w.integrationId, w.idempotencyKey!)),
+          ),
+        )
+        .execute();
+      for (const row of rows) {
+        holders.set(`${row.integration_id} ${row.idempotency_key}`, {
+          uuid: row.webhook_uuid,
+          bodySha256: row.body_sha256,
+          receivedAt: Number(row.created_at),
+        });
+      }
+    }
+  }
+  return webhooks.map((w): CommitOutcome => {
+    if (w.idempotencyKey === null) return { kind: 'accepted', uuid: w.uuid, receivedAt: w.receivedAt };
+    const holder = holders.get(claimKey(w));
+    if (!holder) throw new Error('idempotency key neither claimed nor found');
+    if (holder.uuid === w.uuid) return { kind: 'accepted', uuid: w.uuid, receivedAt: w.receivedAt };
+    if (holder.bodySha256 === w.bodySha256) return { kind: 'replayed', uuid: holder.uuid, receivedAt: holder.receivedAt };
+    return { kind: 'conflict' };
+  });
+}
+
+function claimKey(w: PendingWebhook): string {
+  return `${w.integrationId} ${w.idempotencyKey}`;
+}
+
+async function insertApiKey(trx: Transaction<Database>, companyId: string, key: NewApiKey): Promise<void> {
+  await trx
+    .insertInto('api_keys')
+    .values({
+      id: key.id,
+      company_id: companyId,
+      integration_id: key.integrationId,
+      scopes: key.scopes.join(' '),
+      prefix: key.prefix,
+      key_hash: key.hash,
+      created_at: key.createdAt,
+      expires_at: key.expiresAt,
+      revoked_at: null,
+      last_used_at: null,
+      last_used_ip: null,
+    })
+    .execute();
+  await recordAuthChange(trx, key.createdAt);
+}
+
+/** Tells every node's key cache (in this and other processes) to forget what it holds. */
+async function recordAuthChange(trx: Transaction<Database>, at: number): Promise<void> {
+  await trx.insertInto('auth_changes').values({ changed_at: at }).execute();
+}
+
+function webhookRow(w: PendingWebhook) {
+  return {
+    uuid: w.uuid,
+    company_id: w.companyId,
+    integration_id: w.integrationId,
+    event: w.event,
+    received_at: w.receivedAt,
+    raw_body: w.rawBody,
+    headers: w.headers,
+    source_ip: w.sourceIp,
+    key_id: w.keyId,
+    idempotency_key: w.idempotencyKey,
+  };
+}
+
+function requestLogRow(r: RequestLogEntry) {
+  return {
+    id: r.id,
+    company_id: r.companyId,
+    integration_id: r.integrationId,
+    received_at: r.receivedAt,
+    method: r.method,
+    status: r.status,
+    error_code: r.errorCode,
+    key_id: r.keyId,
+    ip: r.ip,
+    user_agent: r.userAgent,
+    size_bytes: r.sizeBytes,
+    duration_ms: r.durationMs,
+    webhook_uuid: r.webhookUuid,
+  };
+}
+
+function storedWebhook(row: {
+  uuid: string;
+  integration_id: string;
+  event: string;
+  received_at: number;
+  raw_body: Buffer;
+  headers: string;
+  source_ip: string;
+}): StoredWebhook {
+  return {
+    uuid: row.uuid,
+    integrationId: row.integration_id,
+    event: row.event,
+    receivedAt: Number(row.received_at),
+    rawBody: Buffer.from(row.raw_body),
+    headers: JSON.parse(row.headers) as Record<string, string>,
+    sourceIp: row.source_ip,
+  };
+}
+
+function parseScopes(text: string): Scope[] {
+  return text.split(' ').filter(Boolean) as Scope[];
+}
+
+function nullableNumber(value: number | null): number | null {
+  return value === null ? null : Number(value);
+}
+
+function* chunks<T>(items: T[]): Generator<T[]> {
+  for (let i = 0; i < items.length; i += INSERT_CHUNK) yield items.slice(i, i + INSERT_CHUNK);
+}

@@ -1,0 +1,121 @@
+import type { Generated } from 'kysely';
+
+/**
+ * The tables as Kysely sees them. Times are integer milliseconds since the epoch in every
+ * dialect (one comparison, one index order); flags are 0/1 integers for the same reason.
+ */
+export interface Database {
+  companies: CompaniesTable;
+  users: UsersTable;
+  memberships: MembershipsTable;
+  integrations: IntegrationsTable;
+  api_keys: ApiKeysTable;
+  webhooks: WebhooksTable;
+  idempotency_keys: IdempotencyKeysTable;
+  request_log: RequestLogTable;
+  auth_changes: AuthChangesTable;
+  setup_tokens: SetupTokensTable;
+}
+
+export interface CompaniesTable {
+  id: string;
+  name: string;
+  retention_days: number;
+  created_at: number;
+}
+
+export interface UsersTable {
+  id: string;
+  email: string;
+  password_hash: string;
+  created_at: number;
+}
+
+export interface MembershipsTable {
+  company_id: string;
+  user_id: string;
+  role: string;
+  created_at: number;
+}
+
+export interface IntegrationsTable {
+  id: string;
+  company_id: string;
+  integration_key: string;
+  name: string;
+  description: string;
+  enabled: number;
+  body_limit_bytes: number;
+  rate_limit_per_minute: number | null;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  company_id: string;
+  /** Null for a company management key. */
+  integration_id: string | null;
+  /** Space-separated scopes. */
+  scopes: string;
+  prefix: string;
+  key_hash: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+  last_used_at: number | null;
+  last_used_ip: string | null;
+}
+
+export interface WebhooksTable {
+  uuid: string;
+  company_id: string;
+  integration_id: string;
+  event: string;
+  received_at: number;
+  raw_body: Buffer;
+  /** JSON object of the headers kept (see intake/headers.ts). */
+  headers: string;
+  source_ip: string;
+  key_id: string;
+  idempotency_key: string | null;
+}
+
+export interface IdempotencyKeysTable {
+  integration_id: string;
+  idempotency_key: string;
+  company_id: string;
+  webhook_uuid: string;
+  body_sha256: string;
+  created_at: number;
+}
+
+export interface RequestLogTable {
+  id: string;
+  company_id: string;
+  integration_id: string;
+  received_at: number;
+  method: string;
+  status: number;
+  error_code: string | null;
+  key_id: string | null;
+  ip: string;
+  user_agent: string | null;
+  size_bytes: number;
+  duration_ms: number;
+  webhook_uuid: string | null;
+}
+
+/** One row per change that can make a cached key answer stale; nodes poll its max id. */
+export interface AuthChangesTable {
+  id: Generated<number>;
+  changed_at: number;
+}
+
+export interface SetupTokensTable {
+  token_hash: string;
+  created_at: number;
+  expires_at: number;
+  used_at: number | null;
+}

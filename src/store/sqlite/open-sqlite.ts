@@ -1,0 +1,28 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { Kysely, SqliteDialect } from 'kysely';
+import type { Database } from '../schema.js';
+import { KyselyStore } from '../kysely-store.js';
+import type { DialectTypes } from '../migrations/index.js';
+
+const SQLITE_TYPES: DialectTypes = {
+  binary: 'blob',
+  addSerialPrimaryKey: (table, column) => table.addColumn(column, 'integer', (c) => c.primaryKey().autoIncrement()),
+};
+
+/**
+ * Opens the embedded store. WAL lets readers (the CLI, list queries) run beside the
+ * writer; synchronous=FULL makes every commit reach the disk before the 202 is sent.
+ * busy_timeout lets the server and the CLI wait for each other instead of failing.
+ */
+export function openSqliteStore(path: string): KyselyStore {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const database = new SQLite(path);
+  database.pragma('journal_mode = WAL');
+  database.pragma('synchronous = FULL');
+  database.pragma('busy_timeout = 5000');
+  database.pragma('foreign_keys = ON');
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
+  return new KyselyStore('sqlite', db, SQLITE_TYPES);
+}
