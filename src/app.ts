@@ -49,6 +49,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => randomUUID(),
     requestTimeout: 30_000,
+    trustProxy: config.trustProxy,
     // Every route is registered with and without a trailing slash being the same address.
     routerOptions: { ignoreTrailingSlash: true },
   }).withTypeProvider<TypeBoxTypeProvider>();

@@ -11,6 +11,11 @@ const ConfigSchema = Type.Object({
   INTAKE_DATABASE_URL: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)$', default: 'sqlite:./data/intake.db' }),
   INTAKE_ENV: Type.Enum(['development', 'staging', 'production'], { default: 'development' }),
   INTAKE_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+  /**
+   * Whose X-Forwarded-For to believe for the sender's IP: `false` (default), `true`, or a
+   * comma-separated list of proxy addresses/CIDRs (the load balancer's).
+   */
+  INTAKE_TRUST_PROXY: Type.String({ pattern: '^(true|false|[0-9a-fA-F.:/, ]+)$', default: 'false' }),
   LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info' }),
   /** Webhooks waiting for their group commit; past this, intake answers 503. */
   INTAKE_WRITE_QUEUE_MAX: Type.Integer({ minimum: 1, default: 10000 }),
@@ -31,6 +36,7 @@ export interface Config {
   environment: Environment;
   baseUrl: string;
   logLevel: RawConfig['LOG_LEVEL'];
+  trustProxy: boolean | string[];
   writeQueueMax: number;
   writeQueueMaxBytes: number;
   defaultBodyLimit: number;
@@ -61,10 +67,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     environment: raw.INTAKE_ENV,
     baseUrl: (raw.INTAKE_BASE_URL ?? `http://localhost:${raw.PORT}`).replace(/\/+$/, ''),
     logLevel: raw.LOG_LEVEL,
+    trustProxy: parseTrustProxy(raw.INTAKE_TRUST_PROXY),
     writeQueueMax: raw.INTAKE_WRITE_QUEUE_MAX,
     writeQueueMaxBytes: raw.INTAKE_WRITE_QUEUE_MAX_BYTES,
     defaultBodyLimit: raw.INTAKE_DEFAULT_BODY_LIMIT,
   };
+}
+
+function parseTrustProxy(value: string): boolean | string[] {
+  if (value === 'true' || value === 'false') return value === 'true';
+  return value.split(',').map((part) => part.trim()).filter(Boolean);
 }
 
 function describeProblems(candidate: unknown, given: Record<string, unknown>): string[] {

@@ -137,13 +137,20 @@ function authenticateFor(deps: IntakeDeps, scope: Scope, requireEnabled: boolean
     const startedAt = performance.now();
     const receivedAt = Date.now();
     const header = request.headers['x-api-key'];
-    const result = await deps.authenticator.authenticate({
-      apiKey: Array.isArray(header) ? header[0] : header,
-      integrationKey: (request.params as { integration_key: string }).integration_key,
-      scope,
-      requireEnabled,
-      now: receivedAt,
-    });
+    const result = await deps.authenticator
+      .authenticate({
+        apiKey: Array.isArray(header) ? header[0] : header,
+        integrationKey: (request.params as { integration_key: string }).integration_key,
+        scope,
+        requireEnabled,
+        now: receivedAt,
+      })
+      .catch((error: unknown) => {
+        request.log.error({ err: error }, 'key lookup failed');
+        throw new AppError('service_unavailable', 'Keys cannot be checked right now; retry later.', {
+          retryAfterSeconds: 1,
+        });
+      });
     request.intake = {
       startedAt,
       receivedAt,
@@ -198,7 +205,7 @@ async function receiveWebhook(
     event: payload.event,
     receivedAt: ctx.receivedAt,
     rawBody: raw,
-    bodySha256: createHash('sha256').update(raw).digest('hex'),
+    bodySha256: idempotencyKey === null ? null : createHash('sha256').update(raw).digest('hex'),
     headers: keptHeaders(request.headers),
     sourceIp: request.ip,
     idempotencyKey,

@@ -400,7 +400,7 @@ async function resolveIdempotency(trx: Transaction<Database>, webhooks: PendingW
   for (const w of webhooks) {
     if (w.idempotencyKey !== null && !claimants.has(claimKey(w))) claimants.set(claimKey(w), w);
   }
-  const holders = new Map<string, { uuid: string; bodySha256: string; receivedAt: number }>();
+  const holders = new Map<string, { uuid: string; bodySha256: string | null; receivedAt: number }>();
   if (claimants.size > 0) {
     const cutoff = Math.min(...[...claimants.values()].map((w) => w.receivedAt)) - IDEMPOTENCY_WINDOW_MS;
     const won = new Set<string>();
@@ -413,7 +413,7 @@ async function resolveIdempotency(trx: Transaction<Database>, webhooks: PendingW
             idempotency_key: w.idempotencyKey!,
             company_id: w.companyId,
             webhook_uuid: w.uuid,
-            body_sha256: w.bodySha256,
+            body_sha256: w.bodySha256!,
             created_at: w.receivedAt,
           })),
         )

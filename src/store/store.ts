@@ -150,7 +150,8 @@ export interface PendingWebhook {
   event: string;
   receivedAt: number;
   rawBody: Buffer;
-  bodySha256: string;
+  /** SHA-256 of the raw body, computed only when there is an idempotency key to compare. */
+  bodySha256: string | null;
   /** JSON object of the kept headers. */
   headers: string;
   sourceIp: string;
