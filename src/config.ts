@@ -56,7 +56,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const value = env[name];
     if (value !== undefined && value !== '') known[name] = value;
   }
-  const candidate = Value.Convert(ConfigSchema, Value.Default(ConfigSchema, known));
+  const candidate = Value.Convert(ConfigSchema, Value.Default(ConfigSchema, { ...known }));
   const problems = describeProblems(candidate, known);
   if (problems.length > 0) throw new ConfigError(problems);
   const raw = candidate as RawConfig;
@@ -81,6 +81,13 @@ function parseTrustProxy(value: string): boolean | string[] {
 
 function describeProblems(candidate: unknown, given: Record<string, unknown>): string[] {
   const byVariable = new Map<string, string>();
+  // Convert would quietly read "80.5" or "0x50" as 80: whole numbers are digits only.
+  for (const [name, schema] of Object.entries(ConfigSchema.properties as Record<string, { type?: string }>)) {
+    const value = given[name];
+    if (schema.type === 'integer' && value !== undefined && !/^\d+$/.test(String(value))) {
+      byVariable.set(name, `${name}=${JSON.stringify(value)}: must be a whole number`);
+    }
+  }
   for (const error of Value.Errors(ConfigSchema, candidate)) {
     const name = error.instancePath.replace(/^\//, '');
     if (byVariable.has(name)) continue;

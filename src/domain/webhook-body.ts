@@ -54,6 +54,11 @@ function parseJsonObject(raw: Buffer): Record<string, unknown> {
   return document as Record<string, unknown>;
 }
 
+/** The JSON document of a stored (so already validated) raw body, decoded as intake did. */
+export function storedDocument(raw: Buffer): Record<string, unknown> {
+  return JSON.parse(strictUtf8.decode(raw)) as Record<string, unknown>;
+}
+
 function validEvent(event: unknown): string {
   if (typeof event !== 'string' || event.length === 0 || countCharacters(event) > MAX_EVENT_LENGTH) {
     throw new AppError(

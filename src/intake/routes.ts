@@ -5,7 +5,7 @@ import { Type } from 'typebox';
 import type { Scope } from '../domain/api-key.js';
 import { decodeCursor, encodeCursor } from '../domain/cursor.js';
 import { newId, newWebhookUuid } from '../domain/ids.js';
-import { isJsonContentType, parseWebhookBody } from '../domain/webhook-body.js';
+import { isJsonContentType, parseWebhookBody, storedDocument } from '../domain/webhook-body.js';
 import { AppError } from '../errors.js';
 import type { AppInstance } from '../app.js';
 import type { CommitOutcome, IntegrationRoute, RequestLogEntry, StoredWebhook, Store } from '../store/store.js';
@@ -151,15 +151,17 @@ function authenticateFor(deps: IntakeDeps, scope: Scope, requireEnabled: boolean
           retryAfterSeconds: 1,
         });
       });
+    // Another company's key id never enters this company's request log.
+    const sameCompany = result.grant !== undefined && result.grant.companyId === result.integration?.companyId;
     request.intake = {
       startedAt,
       receivedAt,
       integration: result.integration,
-      keyId: result.grant?.keyId ?? null,
+      keyId: sameCompany ? result.grant!.keyId : null,
       sizeBytes: undefined,
       logged: false,
     };
-    if (result.grant) {
+    if (result.grant && !result.error) {
       deps.lastUsed.record({ companyId: result.grant.companyId, keyId: result.grant.keyId, at: receivedAt, ip: request.ip });
     }
     if (result.error) throw result.error;
@@ -238,7 +240,7 @@ function idempotencyKeyOf(request: FastifyRequest): string | null {
 }
 
 function listItem(webhook: StoredWebhook) {
-  const document = JSON.parse(webhook.rawBody.toString('utf8')) as { data?: unknown };
+  const document = storedDocument(webhook.rawBody);
   return {
     uuid: webhook.uuid,
     event: webhook.event,

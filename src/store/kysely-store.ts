@@ -1,5 +1,6 @@
-import { Migrator, type Kysely, type Transaction } from 'kysely';
+import { Migrator, sql, type Kysely, type Transaction } from 'kysely';
 import type { Scope } from '../domain/api-key.js';
+import { AppError } from '../errors.js';
 import type { Database } from './schema.js';
 import { IntakeMigrations, type DialectTypes } from './migrations/index.js';
 import {
@@ -402,7 +403,6 @@ async function resolveIdempotency(trx: Transaction<Database>, webhooks: PendingW
   }
   const holders = new Map<string, { uuid: string; bodySha256: string | null; receivedAt: number }>();
   if (claimants.size > 0) {
-    const cutoff = Math.min(...[...claimants.values()].map((w) => w.receivedAt)) - IDEMPOTENCY_WINDOW_MS;
     const won = new Set<string>();
     for (const chunk of chunks([...claimants.values()])) {
       const rows = await trx
@@ -426,7 +426,10 @@ async function resolveIdempotency(trx: Transaction<Database>, webhooks: PendingW
               body_sha256: eb.ref('excluded.body_sha256'),
               created_at: eb.ref('excluded.created_at'),
             }))
-            .where('idempotency_keys.created_at', '<', cutoff),
+            // Only a claim older than the window (counted from this request) is replaced.
+            .where(({ eb, ref }) =>
+              eb('idempotency_keys.created_at', '<', sql<number>`${ref('excluded.created_at')} - ${IDEMPOTENCY_WINDOW_MS}`),
+            ),
         )
         .returning(['integration_id', 'idempotency_key'])
         .execute();
@@ -472,6 +475,16 @@ function claimKey(w: PendingWebhook): string {
 }
 
 async function insertApiKey(trx: Transaction<Database>, companyId: string, key: NewApiKey): Promise<void> {
+  if (key.integrationId !== null) {
+    const integration = await trx
+      .selectFrom('integrations')
+      .select('id')
+      .where('company_id', '=', companyId)
+      .where('id', '=', key.integrationId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    if (!integration) throw new AppError('not_found', `No integration with id ${key.integrationId}.`);
+  }
   await trx
     .insertInto('api_keys')
     .values({
