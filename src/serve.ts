@@ -15,21 +15,26 @@ export async function serve(): Promise<void> {
   const applied = await store.migrate();
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   const app = await buildApp({ config, store, logger });
-  await app.listen({ port: config.port, host: config.host });
-
-  const setupLink = await setupLinkIfFirstRun(store, config.baseUrl);
-  // One plain line, meant for the person at the terminal (logs stay JSON).
-  if (setupLink) process.stdout.write(`First run: create the first account at ${setupLink}\n`);
 
   let closing = false;
   const shutdown = async (signal: string) => {
     if (closing) return;
     closing = true;
     logger.info({ signal }, 'shutting down: draining the write queue');
+    // close() only ends connections idle at that moment; a keep-alive connection whose
+    // request finishes later would hold the process until its timeout (72 s), so idle
+    // connections are closed again as in-flight requests complete.
+    const closeIdle = setInterval(() => app.server.closeIdleConnections(), 100);
     await app.close();
+    clearInterval(closeIdle);
     await store.close();
     process.exit(0);
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
+
+  await app.listen({ port: config.port, host: config.host });
+  const setupLink = await setupLinkIfFirstRun(store, config.baseUrl);
+  // One plain line, meant for the person at the terminal (logs stay JSON).
+  if (setupLink) process.stdout.write(`First run: create the first account at ${setupLink}\n`);
 }
