@@ -78,7 +78,8 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     return renderError(error, request, reply);
   });
 
-  await app.register(healthRoutes, { store, writer });
+  const counters = { unknownIntegrationRequests: 0 };
+  await app.register(healthRoutes, { store, writer, counters });
   await app.register(setupRoutes, { store });
   await app.register(async (scope) =>
     intakeRoutes(scope as AppInstance, {
@@ -87,7 +88,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
       writer,
       rateLimiter: new RateLimiter(),
       lastUsed,
-      counters: { unknownIntegrationRequests: 0 },
+      counters,
     }),
   );
 

@@ -401,4 +401,15 @@ describe('health', () => {
     expect(response.statusCode).toBe(200);
     expect(response.json()).toMatchObject({ status: 'ok' });
   });
+
+  test('/metrics counts requests to addresses that name no integration', async () => {
+    const counted = async () => {
+      const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
+      return Number(/^intake_unknown_integration_requests_total (\d+)$/m.exec(text)![1]);
+    };
+    const before = await counted();
+    await sendWebhook(t.app, 'no-such-integration', { apiKey: 'whk_dev_x' });
+    await sendWebhook(t.app, 'no-such-integration-either', {});
+    expect(await counted()).toBe(before + 2);
+  });
 });

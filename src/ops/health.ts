@@ -2,8 +2,14 @@ import type { AppInstance } from '../app.js';
 import type { GroupCommitWriter } from '../intake/group-commit.js';
 import type { Store } from '../store/store.js';
 
-/** Liveness and readiness, for load balancers and orchestrators. */
-export async function healthRoutes(app: AppInstance, deps: { store: Store; writer: GroupCommitWriter }): Promise<void> {
+export interface HealthDeps {
+  store: Store;
+  writer: GroupCommitWriter;
+  counters: { unknownIntegrationRequests: number };
+}
+
+/** Liveness, readiness and a few counters, for load balancers and monitoring. */
+export async function healthRoutes(app: AppInstance, deps: HealthDeps): Promise<void> {
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.get('/readyz', async (_request, reply) => {
@@ -19,4 +25,22 @@ export async function healthRoutes(app: AppInstance, deps: { store: Store; write
     }
     return { status: 'ok', queued: deps.writer.queued };
   });
+
+  // Prometheus text format: what this node has seen since it started.
+  app.get('/metrics', async (_request, reply) =>
+    reply.type('text/plain; version=0.0.4').send(
+      [
+        '# HELP intake_unknown_integration_requests_total Requests to addresses that name no integration (not stored).',
+        '# TYPE intake_unknown_integration_requests_total counter',
+        `intake_unknown_integration_requests_total ${deps.counters.unknownIntegrationRequests}`,
+        '# HELP intake_request_log_dropped_total Request-log rows of rejected requests dropped while the database fell behind.',
+        '# TYPE intake_request_log_dropped_total counter',
+        `intake_request_log_dropped_total ${deps.writer.droppedLogs}`,
+        '# HELP intake_write_queue_depth Webhooks waiting for their group commit.',
+        '# TYPE intake_write_queue_depth gauge',
+        `intake_write_queue_depth ${deps.writer.queued}`,
+        '',
+      ].join('\n'),
+    ),
+  );
 }
