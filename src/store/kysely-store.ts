@@ -25,6 +25,9 @@ import {
 /** Rows per multi-row INSERT: well under SQLite's 32,766 and PostgreSQL's 65,535 parameters. */
 const INSERT_CHUNK = 500;
 
+/** What a read of a webhook returns (everything but the tenant and idempotency columns). */
+const WEBHOOK_COLUMNS = ['uuid', 'integration_id', 'event', 'received_at', 'raw_body', 'headers', 'source_ip'] as const;
+
 /**
  * The store on any SQL database Kysely speaks. Each dialect's module opens the connection
  * and passes what differs (column types); the queries are the same on every dialect.
@@ -67,7 +70,7 @@ export class KyselyStore implements Store {
       companyId: row.company_id,
       integrationId: row.integration_id,
       scopes: parseScopes(row.scopes),
-      expiresAt: row.expires_at === null ? null : Number(row.expires_at),
+      expiresAt: nullableNumber(row.expires_at),
     };
   }
 
@@ -129,7 +132,7 @@ export class KyselyStore implements Store {
   async listWebhooks(companyId: string, integrationId: string, query: WebhookQuery): Promise<StoredWebhook[]> {
     let select = this.db
       .selectFrom('webhooks')
-      .select(['uuid', 'integration_id', 'event', 'received_at', 'raw_body', 'headers', 'source_ip'])
+      .select(WEBHOOK_COLUMNS)
       .where('company_id', '=', companyId)
       .where('integration_id', '=', integrationId);
     if (query.event !== undefined) select = select.where('event', '=', query.event);
@@ -151,7 +154,7 @@ export class KyselyStore implements Store {
   async getWebhook(companyId: string, integrationId: string, uuid: string): Promise<StoredWebhook | undefined> {
     const row = await this.db
       .selectFrom('webhooks')
-      .select(['uuid', 'integration_id', 'event', 'received_at', 'raw_body', 'headers', 'source_ip'])
+      .select(WEBHOOK_COLUMNS)
       .where('company_id', '=', companyId)
       .where('integration_id', '=', integrationId)
       .where('uuid', '=', uuid)
