@@ -42,7 +42,6 @@ export const ERRORS = {
   },
   not_found: { status: 404, title: 'Not found', message: 'The requested resource does not exist.' },
   method_not_allowed: { status: 405, title: 'Method not allowed', message: 'This method is not allowed on this path.' },
-  conflict: { status: 409, title: 'Conflict', message: 'The request conflicts with the current state.' },
   internal_error: { status: 500, title: 'Internal server error', message: 'Something went wrong on our side.' },
 } as const satisfies Record<string, { status: number; title: string; message: string }>;
 
