@@ -38,8 +38,8 @@ export interface TestApp {
   store: Store;
   config: Config;
   management: Management;
-  /** A company with one integration and its key. */
-  newTenant(options?: { bodyLimitBytes?: number; rateLimitPerMinute?: number }): Promise<TestTenant>;
+  /** An integration and its key, in a new company unless `companyId` names one. */
+  newTenant(options?: { companyId?: string; bodyLimitBytes?: number; rateLimitPerMinute?: number }): Promise<TestTenant>;
   close(): Promise<void>;
 }
 
@@ -58,11 +58,11 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
     store,
     config,
     management,
-    async newTenant(options = {}) {
-      const company = await management.createCompany('Test company');
-      const created = await management.createIntegration(company.id, { name: 'Test integration', ...options });
+    async newTenant({ companyId, ...limits } = {}) {
+      const company = companyId ?? (await management.createCompany('Test company')).id;
+      const created = await management.createIntegration(company, { name: 'Test integration', ...limits });
       return {
-        companyId: company.id,
+        companyId: company,
         integrationId: created.integration.id,
         integrationKey: created.integration.integrationKey,
         apiKey: created.apiKey,

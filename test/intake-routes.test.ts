@@ -68,15 +68,8 @@ function sendUntil(status: number, send: () => Promise<Response>): Promise<Respo
 }
 
 /** A second integration of the tenant's company, with its own key. */
-async function siblingOf(tenant: TestTenant): Promise<TestTenant> {
-  const created = await t.management.createIntegration(tenant.companyId, { name: 'Sibling integration' });
-  return {
-    companyId: tenant.companyId,
-    integrationId: created.integration.id,
-    integrationKey: created.integration.integrationKey,
-    apiKey: created.apiKey,
-    keyId: created.keyId,
-  };
+function siblingOf(tenant: TestTenant): Promise<TestTenant> {
+  return t.newTenant({ companyId: tenant.companyId });
 }
 
 describe('POST /api/webhooks/:integration_key, happy path', () => {

@@ -310,14 +310,7 @@ describe('security of the read routes', () => {
 
   beforeAll(async () => {
     owner = await t.newTenant();
-    const created = await t.management.createIntegration(owner.companyId, { name: 'Sibling' });
-    sibling = {
-      companyId: owner.companyId,
-      integrationId: created.integration.id,
-      integrationKey: created.integration.integrationKey,
-      apiKey: created.apiKey,
-      keyId: created.keyId,
-    };
+    sibling = await t.newTenant({ companyId: owner.companyId });
     stranger = await t.newTenant();
     const sent = await sendWebhook(t.app, owner.integrationKey, { apiKey: owner.apiKey, body: '{"event":"private"}' });
     uuid = (sent.json() as { uuid: string }).uuid;

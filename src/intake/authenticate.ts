@@ -18,7 +18,11 @@ export interface AuthAttempt {
 /** What is known of a request after authentication, whether it passed or not. */
 export interface AuthResult {
   integration: IntegrationRoute | undefined;
-  grant: KeyGrant | undefined;
+  /**
+   * The key to name in this address's request log: set for a live key of the address's
+   * own company, never for another company's (its id is that company's data).
+   */
+  keyId: string | null;
   /** Set when the request is refused. */
   error: AppError | undefined;
 }
@@ -40,7 +44,11 @@ export class Authenticator {
 
   async authenticate(attempt: AuthAttempt): Promise<AuthResult> {
     const integration = await this.cache.findIntegration(attempt.integrationKey);
-    const refuse = (error: AppError, grant?: KeyGrant): AuthResult => ({ integration, grant, error });
+    const refuse = (error: AppError, grant?: KeyGrant): AuthResult => ({
+      integration,
+      keyId: grant !== undefined && grant.companyId === integration?.companyId ? grant.keyId : null,
+      error,
+    });
 
     if (attempt.apiKey === undefined || attempt.apiKey === '') return refuse(new AppError('missing_api_key'));
     const hash = hashIfWellFormed(attempt.apiKey, this.environment);
@@ -56,6 +64,6 @@ export class Authenticator {
       grant.scopes.includes(attempt.scope);
     if (!ownsAddress) return refuse(new AppError('insufficient_permissions'), grant);
     if (attempt.requireEnabled && !integration.enabled) return refuse(new AppError('integration_disabled'), grant);
-    return { integration, grant, error: undefined };
+    return { integration, keyId: grant.keyId, error: undefined };
   }
 }

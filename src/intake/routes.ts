@@ -92,7 +92,7 @@ export async function intakeRoutes(app: AppInstance, deps: IntakeDeps): Promise<
       {
         onRequest: authenticateFor(deps, 'webhooks:read', false),
         schema: {
-          params: Type.Object({ integration_key: Type.String({ maxLength: 200 }), uuid: Type.String({ maxLength: 64 }) }),
+          params: Type.Object({ ...IntegrationParams.properties, uuid: Type.String({ maxLength: 64 }) }),
         },
       },
       async (request) => {
@@ -151,29 +151,21 @@ function authenticateFor(deps: IntakeDeps, scope: Scope, requireEnabled: boolean
           retryAfterSeconds: 1,
         });
       });
-    // Another company's key id never enters this company's request log.
-    const sameCompany = result.grant !== undefined && result.grant.companyId === result.integration?.companyId;
     request.intake = {
       startedAt,
       receivedAt,
       integration: result.integration,
-      keyId: sameCompany ? result.grant!.keyId : null,
+      keyId: result.keyId,
       sizeBytes: undefined,
       logged: false,
     };
-    if (result.grant && !result.error) {
-      deps.lastUsed.record({ companyId: result.grant.companyId, keyId: result.grant.keyId, at: receivedAt, ip: request.ip });
-    }
     if (result.error) throw result.error;
+    deps.lastUsed.record({ companyId: result.integration!.companyId, keyId: result.keyId!, at: receivedAt, ip: request.ip });
   };
 }
 
 /** request → body rules in the contract's order → rate limit → group commit → answer. */
-async function receiveWebhook(
-  deps: IntakeDeps,
-  request: FastifyRequest,
-  reply: FastifyReply,
-) {
+async function receiveWebhook(deps: IntakeDeps, request: FastifyRequest, reply: FastifyReply) {
   const ctx = context(request);
   const integration = ctx.integration!;
   if (!isJsonContentType(request.headers['content-type'])) {
@@ -198,9 +190,8 @@ async function receiveWebhook(
     }
   }
 
-  const uuid = newWebhookUuid();
   const outcome = await deps.writer.submit({
-    uuid,
+    uuid: newWebhookUuid(),
     companyId: integration.companyId,
     integrationId: integration.id,
     keyId: ctx.keyId!,
@@ -214,17 +205,11 @@ async function receiveWebhook(
     logFor: (committed) => requestLogEntry(request, STATUS_OF[committed.kind], committed),
   });
   ctx.logged = true;
-  switch (outcome.kind) {
-    case 'accepted':
-      return reply.code(202).send({ uuid: outcome.uuid, received_at: new Date(outcome.receivedAt).toISOString() });
-    case 'replayed':
-      return reply
-        .code(200)
-        .header('idempotent-replayed', 'true')
-        .send({ uuid: outcome.uuid, received_at: new Date(outcome.receivedAt).toISOString() });
-    case 'conflict':
-      throw new AppError('idempotency_conflict');
-  }
+  if (outcome.kind === 'conflict') throw new AppError('idempotency_conflict');
+  if (outcome.kind === 'replayed') reply.header('idempotent-replayed', 'true');
+  return reply
+    .code(STATUS_OF[outcome.kind])
+    .send({ uuid: outcome.uuid, received_at: new Date(outcome.receivedAt).toISOString() });
 }
 
 const STATUS_OF: Record<CommitOutcome['kind'], number> = { accepted: 202, replayed: 200, conflict: 422 };

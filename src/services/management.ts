@@ -130,7 +130,6 @@ export class Management {
         { field: 'grace' },
       );
     }
-    if (!(await this.store.getIntegration(companyId, integrationId))) throw notFound('integration', integrationId);
     const now = this.now();
     const key = issueApiKey(this.options.environment);
     const id = newId('key');

@@ -46,7 +46,11 @@ export interface Store {
   getIntegration(companyId: string, integrationId: string): Promise<Integration | undefined>;
   setIntegrationEnabled(companyId: string, integrationId: string, enabled: boolean, at: number): Promise<boolean>;
   createApiKey(companyId: string, key: NewApiKey): Promise<void>;
-  /** Adds `newKey` and makes every other live key of the integration expire by `previousExpiresAt`. */
+  /**
+   * Adds `newKey` and makes every other live key of the integration expire by
+   * `previousExpiresAt`; throws not_found (changing nothing) unless the integration is the
+   * company's. createApiKey checks an integration key the same way.
+   */
   rotateIntegrationKey(
     companyId: string,
     integrationId: string,
