@@ -1,11 +1,57 @@
-import { defineConfig } from 'vitest/config';
+import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
+import type {} from './test/support/databases.js';
+import { TEST_POSTGRES_URL, printable, probePostgres } from './test/support/postgres-server.js';
+
+/**
+ * Two projects, as Kysely runs its suite once per dialect: `sqlite` runs everything;
+ * `postgres` runs every test that is about storage (the store suite, the routes, the key
+ * cache, retention and query plans) again on PostgreSQL, plus the multi-node tests. The
+ * PostgreSQL project runs when a server answers at INTAKE_TEST_DATABASE_URL; otherwise one
+ * line says it was skipped, and with INTAKE_REQUIRE_POSTGRES=1 (CI) the run fails instead.
+ */
+const ON_BOTH_DATABASES = [
+  'test/store.test.ts',
+  'test/key-cache.test.ts',
+  'test/retention.test.ts',
+  'test/query-plans.test.ts',
+  'test/intake-routes.test.ts',
+  'test/read-routes.test.ts',
+  'test/request-log.test.ts',
+];
+
+const postgres = await probePostgres(TEST_POSTGRES_URL);
+if (!postgres.ok) {
+  const why = `no PostgreSQL answers at ${printable(TEST_POSTGRES_URL)} (${postgres.reason})`;
+  if (process.env.INTAKE_REQUIRE_POSTGRES === '1') throw new Error(`INTAKE_REQUIRE_POSTGRES=1 but ${why}`);
+  console.log(`PostgreSQL tests SKIPPED: ${why}. Set INTAKE_TEST_DATABASE_URL to run them.`);
+}
+
+const sqliteProject: TestProjectInlineConfiguration = {
+  extends: true,
+  test: {
+    name: 'sqlite',
+    include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
+    exclude: ['test/postgres/**'],
+    provide: { dialect: 'sqlite' },
+  },
+};
+
+const postgresProject: TestProjectInlineConfiguration = {
+  extends: true,
+  test: {
+    name: 'postgres',
+    include: [...ON_BOTH_DATABASES, 'test/postgres/**/*.test.ts'],
+    provide: { dialect: 'postgres' },
+    globalSetup: ['test/support/postgres-global-setup.ts'],
+  },
+};
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // Suites that start servers and kill them share two cores; keep them from starving.
     maxWorkers: 2,
+    projects: postgres.ok ? [sqliteProject, postgresProject] : [sqliteProject],
   },
 });

@@ -10,6 +10,7 @@ import { Authenticator } from './intake/authenticate.js';
 import { GroupCommitWriter } from './intake/group-commit.js';
 import { KeyCache } from './intake/key-cache.js';
 import { LastUsedTracker } from './intake/last-used.js';
+import { RetentionJob } from './ops/retention.js';
 import { RateLimiter } from './intake/rate-limit.js';
 import { intakeRoutes } from './intake/routes.js';
 import { healthRoutes } from './ops/health.js';
@@ -63,6 +64,8 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   );
   const lastUsed = new LastUsedTracker(store, logger);
   lastUsed.start();
+  const retention = new RetentionJob(store, config.retentionIntervalMs, logger);
+  retention.start();
 
   app.decorateRequest('errorCode', undefined);
   app.setErrorHandler((error, request, reply) => renderError(toAppError(error as Error, request), request, reply));
@@ -94,6 +97,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
 
   app.addHook('onClose', async () => {
     keyCache.stop();
+    await retention.stop();
     await writer.drain();
     await lastUsed.stop();
   });

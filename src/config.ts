@@ -9,6 +9,8 @@ const ConfigSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
   INTAKE_DATABASE_URL: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)$', default: 'sqlite:./data/intake.db' }),
+  /** PostgreSQL connections per node at most (ignored by SQLite). */
+  INTAKE_DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
   INTAKE_ENV: Type.Enum(['development', 'staging', 'production'], { default: 'development' }),
   INTAKE_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
   /**
@@ -21,6 +23,8 @@ const ConfigSchema = Type.Object({
   INTAKE_WRITE_QUEUE_MAX: Type.Integer({ minimum: 1, default: 10000 }),
   /** Raw bytes waiting for their group commit; bounds memory whatever the body sizes. */
   INTAKE_WRITE_QUEUE_MAX_BYTES: Type.Integer({ minimum: 1024, default: 64 * 1024 * 1024 }),
+  /** How often each node purges what is past retention, in seconds. */
+  INTAKE_RETENTION_INTERVAL_SECONDS: Type.Integer({ minimum: 1, maximum: 86400, default: 600 }),
   /** Body limit of a new integration, in bytes (each integration may change its own). */
   INTAKE_DEFAULT_BODY_LIMIT: Type.Integer({ minimum: 1, maximum: 16 * 1024 * 1024, default: 1024 * 1024 }),
 });
@@ -33,6 +37,7 @@ export interface Config {
   port: number;
   host: string;
   databaseUrl: string;
+  databasePoolSize: number;
   environment: Environment;
   baseUrl: string;
   logLevel: RawConfig['LOG_LEVEL'];
@@ -40,6 +45,7 @@ export interface Config {
   writeQueueMax: number;
   writeQueueMaxBytes: number;
   defaultBodyLimit: number;
+  retentionIntervalMs: number;
 }
 
 /** Thrown with every problem found, one line each, so a bad start says all at once. */
@@ -64,6 +70,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: raw.PORT,
     host: raw.HOST,
     databaseUrl: raw.INTAKE_DATABASE_URL,
+    databasePoolSize: raw.INTAKE_DATABASE_POOL_SIZE,
     environment: raw.INTAKE_ENV,
     baseUrl: (raw.INTAKE_BASE_URL ?? `http://localhost:${raw.PORT}`).replace(/\/+$/, ''),
     logLevel: raw.LOG_LEVEL,
@@ -71,6 +78,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     writeQueueMax: raw.INTAKE_WRITE_QUEUE_MAX,
     writeQueueMaxBytes: raw.INTAKE_WRITE_QUEUE_MAX_BYTES,
     defaultBodyLimit: raw.INTAKE_DEFAULT_BODY_LIMIT,
+    retentionIntervalMs: raw.INTAKE_RETENTION_INTERVAL_SECONDS * 1000,
   };
 }
 

@@ -3,18 +3,17 @@ import fc from 'fast-check';
 import { pino } from 'pino';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { hashApiKey, hashIfWellFormed, hashesEqual, INTEGRATION_SCOPES, issueApiKey } from '../src/domain/api-key.js';
+import { hashApiKey, hashIfWellFormed, hashesEqual, issueApiKey } from '../src/domain/api-key.js';
 import { decodeCursor, encodeCursor } from '../src/domain/cursor.js';
 import { isId, newId, newIntegrationKey, newWebhookUuid, randomBase62, toBase62 } from '../src/domain/ids.js';
 import { hashPassword, verifyPassword } from '../src/domain/password.js';
 import { isJsonContentType, MAX_NESTING_DEPTH, nestingDepth, parseWebhookBody } from '../src/domain/webhook-body.js';
 import { AppError, type ErrorCode } from '../src/errors.js';
 import { GroupCommitWriter } from '../src/intake/group-commit.js';
-import { KeyCache } from '../src/intake/key-cache.js';
 import { RateLimiter } from '../src/intake/rate-limit.js';
-import { openSqliteStore } from '../src/store/sqlite/open-sqlite.js';
 import type { PendingWebhook, RequestLogEntry, Store } from '../src/store/store.js';
 import { freshStore } from './helpers.js';
+import { seedKey } from './support/seed.js';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -443,110 +442,6 @@ describe('RateLimiter', () => {
     expect(limiter.take('int_fast', 6000)).toBe(1);
     now += 10;
     expect(limiter.take('int_fast', 6000)).toBe(0);
-  });
-});
-
-/** A company, an integration and its key, made directly in the store. */
-async function seedKey(store: Store) {
-  const now = Date.now();
-  const companyId = newId('cmp');
-  await store.createCompany({ id: companyId, name: 'Acme', retentionDays: 30, createdAt: now });
-  const integrationId = newId('int');
-  const integrationKey = newIntegrationKey();
-  const key = issueApiKey('development');
-  const keyId = newId('key');
-  await store.createIntegration(
-    companyId,
-    {
-      id: integrationId,
-      companyId,
-      integrationKey,
-      name: 'Billing',
-      description: '',
-      enabled: true,
-      bodyLimitBytes: 1024,
-      rateLimitPerMinute: null,
-      createdAt: now,
-      updatedAt: now,
-    },
-    { id: keyId, integrationId, scopes: [...INTEGRATION_SCOPES], prefix: key.prefix, hash: key.hash, createdAt: now, expiresAt: null },
-  );
-  return { companyId, integrationId, integrationKey, keyId, keyHash: key.hash };
-}
-
-/** Polls `check` until it returns true or `limitMs` passes; returns whether it did. */
-async function eventually(check: () => Promise<boolean>, limitMs: number): Promise<boolean> {
-  const deadline = Date.now() + limitMs;
-  for (;;) {
-    if (await check()) return true;
-    if (Date.now() >= deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-describe('KeyCache', () => {
-  const cleanups: Array<() => Promise<void> | void> = [];
-  afterEach(async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  });
-
-  async function setup() {
-    const fresh = await freshStore();
-    cleanups.push(() => fresh.cleanup());
-    // The CLI in another process: its own connection to the same file.
-    const cli = openSqliteStore(fresh.path);
-    cleanups.push(() => cli.close());
-    const cache = new KeyCache(fresh.store);
-    await cache.start();
-    cleanups.push(() => cache.stop());
-    return { store: fresh.store, cli, cache };
-  }
-
-  test('a key revoked by another process stops being returned within a second', async () => {
-    const { store, cli, cache } = await setup();
-    const seeded = await seedKey(store);
-    expect(await cache.findKey(seeded.keyHash)).toMatchObject({ keyId: seeded.keyId, companyId: seeded.companyId });
-    // Asked again: still there (now from memory).
-    expect(await cache.findKey(seeded.keyHash)).toMatchObject({ keyId: seeded.keyId });
-
-    expect(await cli.revokeApiKey(seeded.companyId, seeded.keyId, Date.now())).toBeDefined();
-    const gone = await eventually(async () => (await cache.findKey(seeded.keyHash)) === undefined, 1000);
-    expect(gone).toBe(true);
-  });
-
-  test('an integration disabled by another process is seen disabled within a second', async () => {
-    const { store, cli, cache } = await setup();
-    const seeded = await seedKey(store);
-    expect(await cache.findIntegration(seeded.integrationKey)).toMatchObject({ id: seeded.integrationId, enabled: true });
-
-    await cli.setIntegrationEnabled(seeded.companyId, seeded.integrationId, false, Date.now());
-    const disabled = await eventually(async () => (await cache.findIntegration(seeded.integrationKey))?.enabled === false, 1000);
-    expect(disabled).toBe(true);
-  });
-
-  test('a key created by another process after a miss is found within a second', async () => {
-    const { store, cli, cache } = await setup();
-    const seeded = await seedKey(store);
-    const key = issueApiKey('development');
-    expect(await cache.findKey(key.hash)).toBeUndefined();
-
-    await cli.createApiKey(seeded.companyId, {
-      id: newId('key'),
-      integrationId: seeded.integrationId,
-      scopes: [...INTEGRATION_SCOPES],
-      prefix: key.prefix,
-      hash: key.hash,
-      createdAt: Date.now(),
-      expiresAt: null,
-    });
-    const found = await eventually(async () => (await cache.findKey(key.hash)) !== undefined, 1000);
-    expect(found).toBe(true);
-  });
-
-  test('unknown keys and integrations are undefined', async () => {
-    const { cache } = await setup();
-    expect(await cache.findKey(issueApiKey('development').hash)).toBeUndefined();
-    expect(await cache.findIntegration(newIntegrationKey())).toBeUndefined();
   });
 });
 

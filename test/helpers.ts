@@ -1,28 +1,13 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { pino } from 'pino';
 import { buildApp, type AppInstance } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
 import { Management } from '../src/services/management.js';
-import { openSqliteStore } from '../src/store/sqlite/open-sqlite.js';
 import type { Store } from '../src/store/store.js';
+import { freshDatabase, type TestDatabase } from './support/databases.js';
 
-/** A fresh SQLite file in its own temporary folder; `cleanup` removes both. */
-export async function freshStore(): Promise<{ store: Store; path: string; dir: string; cleanup(): Promise<void> }> {
-  const dir = mkdtempSync(join(tmpdir(), 'intake-test-'));
-  const path = join(dir, 'intake.db');
-  const store = openSqliteStore(path);
-  await store.migrate();
-  return {
-    store,
-    path,
-    dir,
-    async cleanup() {
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+/** A migrated database of the test's own, on the project's dialect (see support/databases.ts). */
+export function freshStore(): Promise<TestDatabase> {
+  return freshDatabase();
 }
 
 export interface TestTenant {
@@ -36,6 +21,7 @@ export interface TestTenant {
 export interface TestApp {
   app: AppInstance;
   store: Store;
+  database: TestDatabase;
   config: Config;
   management: Management;
   /** An integration and its key, in a new company unless `companyId` names one. */
@@ -43,9 +29,10 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** The whole app on a fresh SQLite file, without a port (use app.inject). */
+/** The whole app on a fresh database of the project's dialect, without a port (use app.inject). */
 export async function buildTestApp(env: Record<string, string> = {}): Promise<TestApp> {
-  const { store, cleanup } = await freshStore();
+  const database = await freshStore();
+  const { store, cleanup } = database;
   const config = loadConfig({ LOG_LEVEL: 'silent', ...env });
   const app = await buildApp({ config, store, logger: pino({ level: 'silent' }) });
   const management = new Management(store, {
@@ -56,6 +43,7 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
   return {
     app,
     store,
+    database,
     config,
     management,
     async newTenant({ companyId, ...limits } = {}) {

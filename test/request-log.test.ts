@@ -1,4 +1,3 @@
-import Database from 'better-sqlite3';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { buildApp } from '../src/app.js';
@@ -245,7 +244,8 @@ describe('the request log', () => {
 
 describe('requests to an address that names no integration', () => {
   test('store nothing in the request log', async () => {
-    const { store, path, cleanup } = await freshStore();
+    const database = await freshStore();
+    const { store, cleanup } = database;
     const config = loadConfig({ LOG_LEVEL: 'silent' });
     const app = await buildApp({ config, store, logger: pino({ level: 'silent' }) });
     try {
@@ -271,13 +271,8 @@ describe('requests to an address that names no integration', () => {
       expect((await sendWebhook(app, integration.integrationKey)).statusCode).toBe(401);
 
       await app.close(); // drains the group-commit writer
-      const db = new Database(path, { readonly: true });
-      try {
-        const rows = db.prepare('SELECT integration_id, status FROM request_log').all();
-        expect(rows).toEqual([{ integration_id: integration.id, status: 401 }]);
-      } finally {
-        db.close();
-      }
+      const rows = await database.query('SELECT integration_id, status FROM request_log');
+      expect(rows).toEqual([{ integration_id: integration.id, status: 401 }]);
     } finally {
       await app.close();
       await cleanup();

@@ -1,11 +1,7 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { INTEGRATION_SCOPES, MANAGEMENT_SCOPES, issueApiKey, type Scope } from '../src/domain/api-key.js';
 import { newId, newIntegrationKey, newWebhookUuid } from '../src/domain/ids.js';
-import { openSqliteStore } from '../src/store/sqlite/open-sqlite.js';
 import {
   IDEMPOTENCY_WINDOW_MS,
   type CommitOutcome,
@@ -15,11 +11,11 @@ import {
   type RequestLogEntry,
   type Store,
 } from '../src/store/store.js';
-import { freshStore } from './helpers.js';
+import { freshDatabase, testDialect } from './support/databases.js';
 
 /**
- * The store's suite runs once per database, as Kysely runs its suite once per dialect.
- * A PostgreSQL factory joins this list when the PostgreSQL store lands.
+ * The store's suite runs once per database, as Kysely runs its suite once per dialect: the
+ * `sqlite` and `postgres` projects of vitest.config.ts each run this file on their own.
  */
 interface StoreHarness {
   store: Store;
@@ -36,19 +32,9 @@ interface StoreFactory {
 
 const STORES: StoreFactory[] = [
   {
-    name: 'sqlite',
-    fresh: () => freshStore(),
-    async empty() {
-      const dir = mkdtempSync(join(tmpdir(), 'intake-empty-'));
-      const store = openSqliteStore(join(dir, 'intake.db'));
-      return {
-        store,
-        async cleanup() {
-          await store.close();
-          rmSync(dir, { recursive: true, force: true });
-        },
-      };
-    },
+    name: testDialect(),
+    fresh: () => freshDatabase(),
+    empty: () => freshDatabase({ migrate: false }),
   },
 ];
 

@@ -15,7 +15,7 @@ export async function withStore<T>(
   options: { migrate: boolean } = { migrate: true },
 ): Promise<T> {
   const config = loadConfig();
-  const store = openStore(config.databaseUrl);
+  const store = openStore(config.databaseUrl, { poolSize: 2 });
   try {
     if (options.migrate) await store.migrate();
     const management = new Management(store, {

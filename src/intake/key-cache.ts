@@ -11,8 +11,10 @@ const MAX_ENTRIES = 50_000;
  *
  * Every change that can make an answer stale (revoke, rotate, disable, delete) adds a row
  * to `auth_changes` in the same transaction, whoever writes it: this server, another node
- * or the CLI. The cache polls the newest id and forgets everything when it moves, so a
- * revoked key stops working within POLL_INTERVAL_MS plus one query, well under a second.
+ * or the CLI. Where the store can push (PostgreSQL NOTIFY), the cache forgets everything
+ * the moment the change commits. Either way it polls the newest id and forgets everything
+ * when it moves, so a missed notification costs at most POLL_INTERVAL_MS plus one query,
+ * well under a second.
  * A generation number keeps a lookup that started before a change from caching its answer.
  */
 export class KeyCache {
@@ -23,6 +25,7 @@ export class KeyCache {
   private latestChange = -1;
   private lastVerifiedAt = 0;
   private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: () => void = () => {};
 
   constructor(
     private readonly store: Store,
@@ -31,12 +34,14 @@ export class KeyCache {
 
   /** Starts polling; the first poll runs before this resolves. */
   async start(): Promise<void> {
+    this.unsubscribe = this.store.subscribeAuthChanges(() => this.invalidate());
     await this.poll();
     this.timer = setInterval(() => void this.poll(), POLL_INTERVAL_MS);
     this.timer.unref();
   }
 
   stop(): void {
+    this.unsubscribe();
     clearInterval(this.timer);
   }
 

@@ -4,6 +4,7 @@ import { AppError } from '../errors.js';
 import type { Database } from './schema.js';
 import { IntakeMigrations, type DialectTypes } from './migrations/index.js';
 import {
+  DEFAULT_RETENTION_DAYS,
   IDEMPOTENCY_WINDOW_MS,
   type ApiKeyRecord,
   type CommitOutcome,
@@ -17,6 +18,7 @@ import {
   type PendingWebhook,
   type RequestLogEntry,
   type Role,
+  type PurgeReport,
   type Store,
   type StoredWebhook,
   type WebhookQuery,
@@ -24,6 +26,12 @@ import {
 
 /** Rows per multi-row INSERT: well under SQLite's 32,766 and PostgreSQL's 65,535 parameters. */
 const INSERT_CHUNK = 500;
+
+/** Rows per retention DELETE: short transactions that never hold the writer up for long. */
+const PURGE_BATCH = 1000;
+const DAY_MS = 24 * 60 * 60 * 1000;
+/** auth_changes rows older than this are history nobody polls for. */
+const AUTH_CHANGES_KEPT_MS = 60 * 60 * 1000;
 
 /** What a read of a webhook returns (everything but the tenant and idempotency columns). */
 const WEBHOOK_COLUMNS = ['uuid', 'integration_id', 'event', 'received_at', 'raw_body', 'headers', 'source_ip'] as const;
@@ -35,12 +43,16 @@ const WEBHOOK_COLUMNS = ['uuid', 'integration_id', 'event', 'received_at', 'raw_
 export class KyselyStore implements Store {
   constructor(
     readonly dialect: 'sqlite' | 'postgres',
-    private readonly db: Kysely<Database>,
+    protected readonly db: Kysely<Database>,
     private readonly types: DialectTypes,
   ) {}
 
   async migrate(): Promise<string[]> {
-    const migrator = new Migrator({ db: this.db, provider: new IntakeMigrations(this.types) });
+    const migrator = new Migrator({
+      db: this.db,
+      provider: new IntakeMigrations(this.types),
+      migrationTableSchema: await this.migrationTableSchema(),
+    });
     const { error, results = [] } = await migrator.migrateToLatest();
     if (error) throw error;
     return results.filter((r) => r.status === 'Success').map((r) => r.migrationName);
@@ -52,6 +64,100 @@ export class KyselyStore implements Store {
 
   async close(): Promise<void> {
     await this.db.destroy();
+  }
+
+  /** Where Kysely keeps its migration table; undefined for a database without schemas. */
+  protected async migrationTableSchema(): Promise<string | undefined> {
+    return undefined;
+  }
+
+  subscribeAuthChanges(_listener: () => void): () => void {
+    return () => {};
+  }
+
+  async purgeExpired(now: number): Promise<PurgeReport> {
+    const report: PurgeReport = { webhooks: 0, requestLog: 0, idempotencyKeys: 0, partitionsDropped: [] };
+    const companies = await this.db.selectFrom('companies').select(['id', 'retention_days']).execute();
+    const longest = Math.max(DEFAULT_RETENTION_DAYS, ...companies.map((c) => c.retention_days));
+    report.partitionsDropped = await this.dropPartitionsBefore(now - longest * DAY_MS);
+    for (const company of companies) {
+      const cutoff = now - company.retention_days * DAY_MS;
+      report.webhooks += await this.purgeInBatches(() =>
+        this.db
+          .deleteFrom('webhooks')
+          .where('company_id', '=', company.id)
+          .where('received_at', '<', cutoff)
+          .where('uuid', 'in', (eb) =>
+            eb
+              .selectFrom('webhooks')
+              .select('uuid')
+              .where('company_id', '=', company.id)
+              .where('received_at', '<', cutoff)
+              .limit(PURGE_BATCH),
+          )
+          .executeTakeFirst(),
+      );
+      report.requestLog += await this.purgeInBatches(() =>
+        this.db
+          .deleteFrom('request_log')
+          .where('company_id', '=', company.id)
+          .where('received_at', '<', cutoff)
+          .where('id', 'in', (eb) =>
+            eb
+              .selectFrom('request_log')
+              .select('id')
+              .where('company_id', '=', company.id)
+              .where('received_at', '<', cutoff)
+              .limit(PURGE_BATCH),
+          )
+          .executeTakeFirst(),
+      );
+    }
+    const claimCutoff = now - IDEMPOTENCY_WINDOW_MS;
+    report.idempotencyKeys = await this.purgeInBatches(() =>
+      this.db
+        .deleteFrom('idempotency_keys')
+        .where('created_at', '<', claimCutoff)
+        .where((eb) =>
+          eb(
+            eb.refTuple('integration_id', 'idempotency_key'),
+            'in',
+            eb
+              .selectFrom('idempotency_keys')
+              .select(['integration_id', 'idempotency_key'])
+              .where('created_at', '<', claimCutoff)
+              .limit(PURGE_BATCH)
+              .$asTuple('integration_id', 'idempotency_key'),
+          ),
+        )
+        .executeTakeFirst(),
+    );
+    // Keep the newest row whatever its age: latestAuthChange must never go backwards.
+    await this.db
+      .deleteFrom('auth_changes')
+      .where('changed_at', '<', now - AUTH_CHANGES_KEPT_MS)
+      .where('id', '<', (eb) => eb.selectFrom('auth_changes').select((f) => f.fn.max('id').as('latest')))
+      .execute();
+    return report;
+  }
+
+  /**
+   * Drops whole time partitions that end before `cutoff`, which no company keeps; a
+   * database without partitions has nothing to drop and purges row by row.
+   */
+  protected async dropPartitionsBefore(_cutoff: number): Promise<string[]> {
+    return [];
+  }
+
+  private async purgeInBatches(deleteBatch: () => Promise<{ numDeletedRows: bigint }>): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const deleted = Number((await deleteBatch()).numDeletedRows);
+      total += deleted;
+      if (deleted < PURGE_BATCH) return total;
+      // Let queued webhooks commit between batches.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
   }
 
   async findKeyByHash(keyHash: string): Promise<KeyGrant | undefined> {
@@ -101,8 +207,10 @@ export class KyselyStore implements Store {
 
   async recordKeyUsage(usages: KeyUsage[]): Promise<void> {
     if (usages.length === 0) return;
+    // Sorted, so two nodes writing the same keys lock them in the same order.
+    const sorted = [...usages].sort((a, b) => (a.keyId < b.keyId ? -1 : a.keyId > b.keyId ? 1 : 0));
     await this.db.transaction().execute(async (trx) => {
-      for (const usage of usages) {
+      for (const usage of sorted) {
         await trx
           .updateTable('api_keys')
           .set({ last_used_at: usage.at, last_used_ip: usage.ip })
@@ -407,7 +515,10 @@ async function resolveIdempotency(trx: Transaction<Database>, webhooks: PendingW
   const holders = new Map<string, { uuid: string; bodySha256: string | null; receivedAt: number }>();
   if (claimants.size > 0) {
     const won = new Set<string>();
-    for (const chunk of chunks([...claimants.values()])) {
+    // Claimed in key order, so two nodes' batches lock shared keys in the same order and
+    // one waits for the other instead of deadlocking.
+    const ordered = [...claimants.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, w]) => w);
+    for (const chunk of chunks(ordered)) {
       const rows = await trx
         .insertInto('idempotency_keys')
         .values(

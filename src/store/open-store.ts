@@ -1,8 +1,21 @@
-import type { Store } from './store.js';
+import type { Logger } from 'pino';
+import { openPostgresStore } from './postgres/open-postgres.js';
+import type { QueryObserver } from './query-log.js';
 import { openSqliteStore } from './sqlite/open-sqlite.js';
+import type { Store } from './store.js';
 
-/** The store named by INTAKE_DATABASE_URL: `sqlite:PATH` (PostgreSQL arrives with its issue). */
-export function openStore(databaseUrl: string): Store {
-  if (databaseUrl.startsWith('sqlite:')) return openSqliteStore(databaseUrl.slice('sqlite:'.length));
+export interface StoreOptions {
+  /** PostgreSQL connections at most (SQLite has one writer and needs no pool). */
+  poolSize: number;
+  log?: Logger;
+  /** Sees every SQL statement the store runs (tests check query plans with it). */
+  onQuery?: QueryObserver;
+}
+
+
+/** The store named by INTAKE_DATABASE_URL: `sqlite:PATH` or `postgres://…`. */
+export function openStore(databaseUrl: string, options: StoreOptions): Store {
+  if (databaseUrl.startsWith('sqlite:')) return openSqliteStore(databaseUrl.slice('sqlite:'.length), options.onQuery);
+  if (/^postgres(ql)?:\/\//.test(databaseUrl)) return openPostgresStore(databaseUrl, options);
   throw new Error(`unsupported database URL: ${databaseUrl.replace(/\/\/[^@]*@/, '//***@')}`);
 }

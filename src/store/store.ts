@@ -20,11 +20,25 @@ export interface Store {
   findIntegrationByKey(integrationKey: string): Promise<IntegrationRoute | undefined>;
   /** The id of the newest change that may invalidate a cached key (0 when none). */
   latestAuthChange(): Promise<number>;
+  /**
+   * Calls `listener` as soon as the database tells of a change to keys or integrations
+   * (PostgreSQL NOTIFY), and after a lost notification channel comes back. A store that
+   * cannot push returns at once and never calls it: latestAuthChange is then the only way.
+   * Returns the unsubscribe function.
+   */
+  subscribeAuthChanges(listener: () => void): () => void;
   /** Write-behind of keys' last use; each entry names its company. */
   recordKeyUsage(usages: KeyUsage[]): Promise<void>;
 
   // Intake: one transaction for a group of requests, rows carry their company.
   commitBatch(webhooks: PendingWebhook[], logs: RequestLogEntry[]): Promise<CommitOutcome[]>;
+
+  /**
+   * Retention: deletes webhooks and request-log rows older than their company's retention,
+   * in small batches, and idempotency claims past their window. Safe to run on several
+   * nodes at once (each delete finds what the others left).
+   */
+  purgeExpired(now: number): Promise<PurgeReport>;
 
   // Reading.
   listWebhooks(companyId: string, integrationId: string, query: WebhookQuery): Promise<StoredWebhook[]>;
@@ -187,6 +201,17 @@ export interface RequestLogEntry {
   durationMs: number;
   webhookUuid: string | null;
 }
+
+export interface PurgeReport {
+  webhooks: number;
+  requestLog: number;
+  idempotencyKeys: number;
+  /** Whole time partitions dropped (PostgreSQL), by table name. */
+  partitionsDropped: string[];
+}
+
+/** A company's retention unless it sets its own. */
+export const DEFAULT_RETENTION_DAYS = 30;
 
 export interface WebhookQuery {
   limit: number;

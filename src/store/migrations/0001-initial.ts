@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { DialectTypes } from './index.js';
+import { AUTH_CHANGES_CHANNEL, type DialectTypes } from './index.js';
 
 /** Companies, users, integrations, keys, webhooks, the request log and what auth needs. */
 export async function up(db: Kysely<unknown>, types: DialectTypes): Promise<void> {
@@ -61,9 +61,8 @@ export async function up(db: Kysely<unknown>, types: DialectTypes): Promise<void
   await db.schema.createIndex('api_keys_company').on('api_keys').columns(['company_id']).execute();
   await db.schema.createIndex('api_keys_integration').on('api_keys').columns(['integration_id']).execute();
 
-  await db.schema
-    .createTable('webhooks')
-    .addColumn('uuid', 'text', (c) => c.primaryKey())
+  await types
+    .addTimeSeriesKey(db.schema.createTable('webhooks'), 'webhooks', 'uuid', 'received_at')
     .addColumn('company_id', 'text', (c) => c.notNull())
     .addColumn('integration_id', 'text', (c) => c.notNull())
     .addColumn('event', 'text', (c) => c.notNull())
@@ -74,6 +73,7 @@ export async function up(db: Kysely<unknown>, types: DialectTypes): Promise<void
     .addColumn('key_id', 'text', (c) => c.notNull())
     .addColumn('idempotency_key', 'text')
     .execute();
+  await types.afterTimeSeriesTable(db, 'webhooks');
   // The contract's list queries: per integration newest first, optionally by event.
   await db.schema
     .createIndex('webhooks_integration_time')
@@ -102,9 +102,8 @@ export async function up(db: Kysely<unknown>, types: DialectTypes): Promise<void
     .addPrimaryKeyConstraint('idempotency_keys_pk', ['integration_id', 'idempotency_key'])
     .execute();
 
-  await db.schema
-    .createTable('request_log')
-    .addColumn('id', 'text', (c) => c.primaryKey())
+  await types
+    .addTimeSeriesKey(db.schema.createTable('request_log'), 'request_log', 'id', 'received_at')
     .addColumn('company_id', 'text', (c) => c.notNull())
     .addColumn('integration_id', 'text', (c) => c.notNull())
     .addColumn('received_at', 'bigint', (c) => c.notNull())
@@ -118,6 +117,7 @@ export async function up(db: Kysely<unknown>, types: DialectTypes): Promise<void
     .addColumn('duration_ms', 'real', (c) => c.notNull())
     .addColumn('webhook_uuid', 'text')
     .execute();
+  await types.afterTimeSeriesTable(db, 'request_log');
   await db.schema
     .createIndex('request_log_integration_time')
     .on('request_log')
@@ -133,6 +133,7 @@ export async function up(db: Kysely<unknown>, types: DialectTypes): Promise<void
     .addSerialPrimaryKey(db.schema.createTable('auth_changes'), 'id')
     .addColumn('changed_at', 'bigint', (c) => c.notNull())
     .execute();
+  await types.notifyOnInsert(db, 'auth_changes', AUTH_CHANGES_CHANNEL);
 
   await db.schema
     .createTable('setup_tokens')

@@ -1,15 +1,39 @@
 import type { CreateTableBuilder, Kysely, Migration, MigrationProvider } from 'kysely';
 import * as initial from './0001-initial.js';
 
-/** What differs between dialects in a table definition; each store supplies its own. */
+/**
+ * What differs between dialects in a table definition; each store supplies its own, so a
+ * migration is written once and reads the same for every database.
+ */
 export interface DialectTypes {
   binary: 'blob' | 'bytea';
   addSerialPrimaryKey<T extends string>(table: CreateTableBuilder<T>, column: string): CreateTableBuilder<T>;
+  /**
+   * The key column of a table that grows with traffic and is purged by age (webhooks, the
+   * request log). SQLite keys it by `idColumn` alone; PostgreSQL partitions it by
+   * `timeColumn`, which must then be part of the primary key.
+   */
+  addTimeSeriesKey<T extends string>(
+    table: CreateTableBuilder<T>,
+    tableName: string,
+    idColumn: string,
+    timeColumn: string,
+  ): CreateTableBuilder<T>;
+  /** Runs after a time-series table exists (PostgreSQL adds its default partition). */
+  afterTimeSeriesTable(db: Kysely<unknown>, tableName: string): Promise<void>;
+  /** Makes every insert into `tableName` wake listeners on `channel` (PostgreSQL NOTIFY). */
+  notifyOnInsert(db: Kysely<unknown>, tableName: string, channel: string): Promise<void>;
 }
+
+/** The channel a node listens on to hear that a key or an integration changed. */
+export const AUTH_CHANGES_CHANNEL = 'intake_auth_changes';
 
 type DialectMigration = { up(db: Kysely<unknown>, types: DialectTypes): Promise<void> };
 
-/** Every migration, in order. Names are their version; never rename or edit a landed one. */
+/**
+ * Every migration, in order. Names are their version; never change what a landed migration
+ * does on a database it has already run on.
+ */
 const MIGRATIONS: Record<string, DialectMigration> = {
   '0001-initial': initial,
 };

@@ -5,10 +5,16 @@ import { Kysely, SqliteDialect } from 'kysely';
 import type { Database } from '../schema.js';
 import { KyselyStore } from '../kysely-store.js';
 import type { DialectTypes } from '../migrations/index.js';
+import { queryLog, type QueryObserver } from '../query-log.js';
 
 const SQLITE_TYPES: DialectTypes = {
   binary: 'blob',
   addSerialPrimaryKey: (table, column) => table.addColumn(column, 'integer', (c) => c.primaryKey().autoIncrement()),
+  // One file, purged by batched deletes: time needs no place in the key.
+  addTimeSeriesKey: (table, _tableName, idColumn) => table.addColumn(idColumn, 'text', (c) => c.primaryKey()),
+  afterTimeSeriesTable: async () => {},
+  // Nothing to wake: other processes see auth_changes by polling it.
+  notifyOnInsert: async () => {},
 };
 
 /**
@@ -16,13 +22,13 @@ const SQLITE_TYPES: DialectTypes = {
  * writer; synchronous=FULL makes every commit reach the disk before the 202 is sent.
  * busy_timeout lets the server and the CLI wait for each other instead of failing.
  */
-export function openSqliteStore(path: string): KyselyStore {
+export function openSqliteStore(path: string, onQuery?: QueryObserver): KyselyStore {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const database = new SQLite(path);
   database.pragma('journal_mode = WAL');
   database.pragma('synchronous = FULL');
   database.pragma('busy_timeout = 5000');
   database.pragma('foreign_keys = ON');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }), log: queryLog(onQuery) });
   return new KyselyStore('sqlite', db, SQLITE_TYPES);
 }

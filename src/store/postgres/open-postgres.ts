@@ -1,0 +1,103 @@
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { KyselyStore } from '../kysely-store.js';
+import { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../migrations/index.js';
+import type { Database } from '../schema.js';
+import { queryLog, type QueryObserver } from '../query-log.js';
+import type { PurgeReport } from '../store.js';
+import { AuthChangeListener } from './auth-listener.js';
+import { dropPartitionsBefore, ensurePartitions } from './partitions.js';
+
+const POSTGRES_TYPES: DialectTypes = {
+  binary: 'bytea',
+  addSerialPrimaryKey: (table, column) => table.addColumn(column, 'bigserial', (c) => c.primaryKey()),
+  // A partitioned table's primary key must hold the partition column.
+  addTimeSeriesKey: (table, tableName, idColumn, timeColumn) =>
+    table
+      .addColumn(idColumn, 'text', (c) => c.notNull())
+      .addPrimaryKeyConstraint(`${tableName}_pkey`, [idColumn, timeColumn] as never)
+      .modifyEnd(sql`partition by range (${sql.ref(timeColumn)})`),
+  // Rows outside every day partition (a clock far off) land here instead of failing.
+  afterTimeSeriesTable: async (db, tableName) => {
+    await sql`create table ${sql.id(`${tableName}_default`)} partition of ${sql.id(tableName)} default`.execute(db);
+  },
+  // A trigger, so every writer (this server, another node, the CLI, a hand-written fix)
+  // wakes the listeners; NOTIFY is delivered when the transaction commits.
+  notifyOnInsert: async (db, tableName, channel) => {
+    const fn = `${tableName}_notify`;
+    await sql`create function ${sql.id(fn)}() returns trigger language plpgsql as $$
+      begin perform pg_notify(${sql.lit(channel)}, ''); return null; end $$`.execute(db);
+    await sql`create trigger ${sql.id(fn)} after insert on ${sql.id(tableName)}
+      for each statement execute function ${sql.id(fn)}()`.execute(db);
+  },
+};
+
+export interface PostgresOptions {
+  /** Connections in the pool at most. */
+  poolSize: number;
+  log?: Logger;
+  onQuery?: QueryObserver;
+}
+
+/**
+ * The store on PostgreSQL, shared by several nodes. Times and counts come back as bigint;
+ * they are whole milliseconds far below 2^53, so they are read as numbers. Every commit
+ * waits for the WAL flush (synchronous_commit=on) before a webhook is acknowledged.
+ */
+export function openPostgresStore(url: string, options: PostgresOptions): PostgresStore {
+  const types = new pg.TypeOverrides();
+  types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+  const connection: pg.ClientConfig = { connectionString: url, application_name: 'intake', types };
+  const pool = new pg.Pool({ ...connection, max: options.poolSize, idleTimeoutMillis: 30_000 });
+  pool.on('connect', (client) => {
+    // Queued before any query of ours on this connection.
+    void client.query('set synchronous_commit = on').catch(() => {});
+  });
+  // A pooled connection that dies while idle (restart, terminated backend) is dropped and
+  // replaced on next use; without this handler it would crash the process.
+  pool.on('error', (error) => options.log?.warn({ err: error }, 'a pooled PostgreSQL connection failed'));
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: queryLog(options.onQuery) });
+  return new PostgresStore(db, new AuthChangeListener(connection, AUTH_CHANGES_CHANNEL, options.log));
+}
+
+export class PostgresStore extends KyselyStore {
+  constructor(
+    db: Kysely<Database>,
+    private readonly listener: AuthChangeListener,
+  ) {
+    super('postgres', db, POSTGRES_TYPES);
+  }
+
+  /** Migrates, then makes sure today's partitions exist before the first webhook. */
+  override async migrate(): Promise<string[]> {
+    const applied = await super.migrate();
+    await ensurePartitions(this.db as Kysely<unknown>, Date.now());
+    return applied;
+  }
+
+  override subscribeAuthChanges(listener: () => void): () => void {
+    return this.listener.subscribe(listener);
+  }
+
+  /** Creates the coming days' partitions, then purges (dropping whole expired days first). */
+  override async purgeExpired(now: number): Promise<PurgeReport> {
+    await ensurePartitions(this.db as Kysely<unknown>, now);
+    return super.purgeExpired(now);
+  }
+
+  override async close(): Promise<void> {
+    await this.listener.stop();
+    await super.close();
+  }
+
+  protected override async migrationTableSchema(): Promise<string> {
+    // Kysely looks for its migration table in every schema unless told which one.
+    const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(this.db);
+    return rows[0]!.schema;
+  }
+
+  protected override async dropPartitionsBefore(cutoff: number): Promise<string[]> {
+    return dropPartitionsBefore(this.db as Kysely<unknown>, cutoff);
+  }
+}

@@ -1,0 +1,11 @@
+import type { LogConfig } from 'kysely';
+
+export type QueryObserver = (query: { sql: string; parameters: readonly unknown[] }) => void;
+
+/** Kysely's log hook for an observer of every statement, or none. */
+export function queryLog(observer: QueryObserver | undefined): LogConfig | undefined {
+  if (!observer) return undefined;
+  return (event) => {
+    if (event.level === 'query') observer({ sql: event.query.sql, parameters: event.query.parameters });
+  };
+}

@@ -1,0 +1,106 @@
+import Database from 'better-sqlite3';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inject } from 'vitest';
+import { openStore } from '../../src/store/open-store.js';
+import type { Store } from '../../src/store/store.js';
+import { withClient } from './postgres-server.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** Which database this project's tests run on (see vitest.config.ts). */
+    dialect: Dialect;
+    /** The PostgreSQL project's database for this run. */
+    postgresUrl: string;
+  }
+}
+
+/** The database of the project running this test file. */
+export function testDialect(): Dialect {
+  return inject('dialect') ?? 'sqlite';
+}
+
+/** A database of a test's own: a SQLite file, or a PostgreSQL schema in the run's database. */
+export interface TestDatabase {
+  dialect: Dialect;
+  /** What INTAKE_DATABASE_URL would be to reach it (for servers and the CLI). */
+  databaseUrl: string;
+  store: Store;
+  /** Another store on the same database: the CLI or another node, with its own connections. */
+  openAnother(): Store;
+  /** Raw SQL, for what a test checks beneath the store (row counts, query plans). */
+  query<T = Record<string, unknown>>(text: string, params?: unknown[]): Promise<T[]>;
+  cleanup(): Promise<void>;
+}
+
+/** A new database; migrated unless `migrate` is false. */
+export async function freshDatabase(options: { migrate?: boolean; dialect?: Dialect } = {}): Promise<TestDatabase> {
+  const dialect = options.dialect ?? testDialect();
+  const database = dialect === 'postgres' ? await postgresSchema() : sqliteFile();
+  if (options.migrate ?? true) await database.store.migrate();
+  return database;
+}
+
+function sqliteFile(): TestDatabase {
+  const dir = mkdtempSync(join(tmpdir(), 'intake-test-'));
+  const databaseUrl = `sqlite:${join(dir, 'intake.db')}`;
+  const others: Store[] = [];
+  const store = openStore(databaseUrl, { poolSize: 1 });
+  return {
+    dialect: 'sqlite',
+    databaseUrl,
+    store,
+    openAnother() {
+      const other = openStore(databaseUrl, { poolSize: 1 });
+      others.push(other);
+      return other;
+    },
+    async query<T>(text: string, params: unknown[] = []) {
+      const db = new Database(join(dir, 'intake.db'));
+      try {
+        const statement = db.prepare(text);
+        return (statement.reader ? statement.all(...params) : (statement.run(...params), [])) as T[];
+      } finally {
+        db.close();
+      }
+    },
+    async cleanup() {
+      for (const other of others) await other.close();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function postgresSchema(): Promise<TestDatabase> {
+  const runUrl = inject('postgresUrl');
+  const schema = `t_${randomBytes(6).toString('hex')}`;
+  await withClient(runUrl, (client) => client.query(`create schema ${schema}`));
+  const url = new URL(runUrl);
+  url.searchParams.set('options', `-c search_path=${schema}`);
+  const databaseUrl = url.toString();
+  const others: Store[] = [];
+  const store = openStore(databaseUrl, { poolSize: 4 });
+  return {
+    dialect: 'postgres',
+    databaseUrl,
+    store,
+    openAnother() {
+      const other = openStore(databaseUrl, { poolSize: 2 });
+      others.push(other);
+      return other;
+    },
+    async query<T>(text: string, params: unknown[] = []) {
+      return withClient(databaseUrl, async (client) => (await client.query(text, params)).rows as T[]);
+    },
+    async cleanup() {
+      for (const other of others) await other.close();
+      await store.close();
+      await withClient(runUrl, (client) => client.query(`drop schema ${schema} cascade`));
+    },
+  };
+}
