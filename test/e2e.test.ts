@@ -270,7 +270,7 @@ describe.sequential('intake end to end, as npm start runs it', () => {
 
     const freshDb = join(makeTempDir(), 'fresh.db');
     const fresh = await runCliJson(['migrate', '--json'], { INTAKE_DATABASE_URL: `sqlite:${freshDb}` });
-    expect(fresh.json).toEqual({ applied: ['0001-initial'] });
+    expect(fresh.json).toEqual({ applied: ['0001-initial', '0002-log-order-and-claim-age'] });
   });
 
   test.each([

@@ -10,7 +10,7 @@ import {
 import { isId, newId, newIntegrationKey } from '../domain/ids.js';
 import { MIN_PASSWORD_LENGTH, hashPassword } from '../domain/password.js';
 import { AppError } from '../errors.js';
-import { ROLES, type Company, type Integration, type Role, type Store } from '../store/store.js';
+import { DEFAULT_RETENTION_DAYS, ROLES, type Company, type Integration, type Role, type Store } from '../store/store.js';
 
 export interface ManagementOptions {
   environment: Environment;
@@ -40,7 +40,7 @@ export class Management {
   ) {}
 
   async createCompany(name: string): Promise<Company> {
-    const company = { id: newId('cmp'), name: validName(name), retentionDays: 30, createdAt: this.now() };
+    const company = { id: newId('cmp'), name: validName(name), retentionDays: DEFAULT_RETENTION_DAYS, createdAt: this.now() };
     await this.store.createCompany(company);
     return company;
   }

@@ -248,6 +248,9 @@ export class KyselyStore implements Store {
     if (query.until !== undefined) select = select.where('received_at', '<', query.until);
     const cursor = query.cursor;
     if (cursor) {
+      // The first bound alone is implied by the second; it lets the index start at the
+      // cursor instead of reading every newer row to filter it out.
+      select = select.where('received_at', '<=', cursor.receivedAt);
       select = select.where((eb) =>
         eb.or([
           eb('received_at', '<', cursor.receivedAt),

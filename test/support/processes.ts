@@ -202,7 +202,9 @@ export async function runCliJson<T extends Record<string, unknown> = Record<stri
 }
 
 export interface StartOptions {
-  /** SQLite file to use; a fresh one in a new temporary folder when absent. */
+  /** INTAKE_DATABASE_URL to run on (`sqlite:PATH` or `postgres://…`); wins over dbPath. */
+  databaseUrl?: string;
+  /** SQLite file to use; a fresh one in a new temporary folder when neither is given. */
   dbPath?: string;
   /** Extra variables (LOG_LEVEL, INTAKE_ENV…); they win over the defaults set here. */
   env?: Record<string, string>;
@@ -220,13 +222,19 @@ export class ServerProcess {
   constructor(
     readonly child: ChildProcess,
     readonly port: number,
-    readonly dbPath: string,
+    /** The INTAKE_DATABASE_URL it runs on; restart on the same database with it. */
+    readonly databaseUrl: string,
     /** The variables the CLI needs to work on the same database and print the same addresses. */
     readonly cliEnv: Record<string, string>,
   ) {
     child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (this.stdout += chunk));
     child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (this.stderr += chunk));
     this.exited = track(child).then((info) => (this.exitInfo = info));
+  }
+
+  /** The SQLite file it runs on; undefined on PostgreSQL. */
+  get dbPath(): string | undefined {
+    return this.databaseUrl.startsWith('sqlite:') ? this.databaseUrl.slice('sqlite:'.length) : undefined;
   }
 
   get baseUrl(): string {
@@ -303,12 +311,17 @@ export class ServerProcess {
   }
 }
 
-/** The variables a server on this port and database runs with. */
+/** The variables a server on this port and SQLite file runs with. */
 export function serverEnv(port: number, dbPath: string, extra: Record<string, string> = {}): Record<string, string> {
+  return serverEnvFor(port, `sqlite:${dbPath}`, extra);
+}
+
+/** The variables a server on this port and database (any INTAKE_DATABASE_URL) runs with. */
+export function serverEnvFor(port: number, databaseUrl: string, extra: Record<string, string> = {}): Record<string, string> {
   return {
     PORT: String(port),
     HOST: LOOPBACK,
-    INTAKE_DATABASE_URL: `sqlite:${dbPath}`,
+    INTAKE_DATABASE_URL: databaseUrl,
     INTAKE_BASE_URL: `http://${LOOPBACK}:${port}`,
     ...extra,
   };
@@ -319,16 +332,16 @@ export function serverEnv(port: number, dbPath: string, extra: Record<string, st
  * Retries on another port if the chosen one was taken in the meantime.
  */
 export async function startServer(options: StartOptions = {}): Promise<ServerProcess> {
-  const dbPath = options.dbPath ?? join(makeTempDir(), 'intake.db');
+  const databaseUrl = options.databaseUrl ?? `sqlite:${options.dbPath ?? join(makeTempDir(), 'intake.db')}`;
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
-    const env = serverEnv(port, dbPath, options.env);
+    const env = serverEnvFor(port, databaseUrl, options.env);
     const child = spawn(process.execPath, [SERVER_ENTRY], {
       cwd: ROOT,
       env: { ...baseEnv(), ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    const server = new ServerProcess(child, port, dbPath, {
+    const server = new ServerProcess(child, port, databaseUrl, {
       INTAKE_DATABASE_URL: env.INTAKE_DATABASE_URL!,
       INTAKE_BASE_URL: env.INTAKE_BASE_URL!,
       ...(options.env?.INTAKE_ENV ? { INTAKE_ENV: options.env.INTAKE_ENV } : {}),

@@ -1,5 +1,6 @@
 import type { CreateTableBuilder, Kysely, Migration, MigrationProvider } from 'kysely';
 import * as initial from './0001-initial.js';
+import * as logOrderAndClaimAge from './0002-log-order-and-claim-age.js';
 
 /**
  * What differs between dialects in a table definition; each store supplies its own, so a
@@ -36,6 +37,7 @@ type DialectMigration = { up(db: Kysely<unknown>, types: DialectTypes): Promise<
  */
 const MIGRATIONS: Record<string, DialectMigration> = {
   '0001-initial': initial,
+  '0002-log-order-and-claim-age': logOrderAndClaimAge,
 };
 
 /** The migrations for Kysely's Migrator, bound to one dialect's types. */

@@ -1,4 +1,12 @@
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import {
+  Kysely,
+  PostgresDialect,
+  sql,
+  type DatabaseIntrospector,
+  type DatabaseMetadata,
+  type SchemaMetadata,
+  type TableMetadata,
+} from 'kysely';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { KyselyStore } from '../kysely-store.js';
@@ -33,6 +41,40 @@ const POSTGRES_TYPES: DialectTypes = {
   },
 };
 
+/**
+ * Kysely's Migrator asks which tables exist through the dialect's introspector. The stock
+ * one reads every column of every table in every schema and looks each table up by name
+ * (pg_get_serial_sequence), so a table dropped meanwhile by anyone (another node's
+ * retention dropping a day partition, another schema's cleanup) fails the migration with
+ * "relation does not exist". The Migrator needs only names: read them from the catalog,
+ * in the current schema, leaving partitions out.
+ */
+class CurrentSchemaIntrospector implements DatabaseIntrospector {
+  constructor(private readonly db: Kysely<unknown>) {}
+
+  async getSchemas(): Promise<SchemaMetadata[]> {
+    return (await sql<SchemaMetadata>`select nspname as name from pg_namespace`.execute(this.db)).rows;
+  }
+
+  async getTables(): Promise<TableMetadata[]> {
+    const { rows } = await sql<{ schema: string; name: string; kind: string }>`
+      select n.nspname as schema, c.relname as name, c.relkind as kind
+      from pg_class c join pg_namespace n on n.oid = c.relnamespace
+      where n.nspname = current_schema() and c.relkind in ('r', 'p', 'v') and not c.relispartition`.execute(this.db);
+    return rows.map((row) => ({ schema: row.schema, name: row.name, isView: row.kind === 'v', columns: [] }));
+  }
+
+  async getMetadata(): Promise<DatabaseMetadata> {
+    return { tables: await this.getTables() };
+  }
+}
+
+class IntakePostgresDialect extends PostgresDialect {
+  override createIntrospector(db: Kysely<unknown>): DatabaseIntrospector {
+    return new CurrentSchemaIntrospector(db);
+  }
+}
+
 export interface PostgresOptions {
   /** Connections in the pool at most. */
   poolSize: number;
@@ -48,16 +90,32 @@ export interface PostgresOptions {
 export function openPostgresStore(url: string, options: PostgresOptions): PostgresStore {
   const types = new pg.TypeOverrides();
   types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
-  const connection: pg.ClientConfig = { connectionString: url, application_name: 'intake', types };
+  // A database that cannot be reached fails a connect within 5 s (pg waits forever by
+  // default), so intake answers 503 instead of holding requests; keep-alive notices a
+  // peer that vanished without closing the connection.
+  const connection: pg.ClientConfig = {
+    connectionString: url,
+    application_name: 'intake',
+    types,
+    connectionTimeoutMillis: 5000,
+    keepAlive: true,
+  };
   const pool = new pg.Pool({ ...connection, max: options.poolSize, idleTimeoutMillis: 30_000 });
+  const warn = (message: string) => (error: Error & { code?: string }) =>
+    options.log?.warn({ error: error.message, code: error.code }, message);
   pool.on('connect', (client) => {
+    // pg raises a backend's error on the client itself when no query is running to fail
+    // with it, also on a checked-out client between two statements of a transaction, where
+    // the pool has taken its own listener off. Unheard, that error ends the process; heard,
+    // the next statement fails (503) and the pool drops the connection when it comes back.
+    client.on('error', warn('a PostgreSQL connection failed'));
     // Queued before any query of ours on this connection.
     void client.query('set synchronous_commit = on').catch(() => {});
   });
   // A pooled connection that dies while idle (restart, terminated backend) is dropped and
   // replaced on next use; without this handler it would crash the process.
-  pool.on('error', (error) => options.log?.warn({ err: error }, 'a pooled PostgreSQL connection failed'));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: queryLog(options.onQuery) });
+  pool.on('error', warn('a pooled PostgreSQL connection failed'));
+  const db = new Kysely<Database>({ dialect: new IntakePostgresDialect({ pool }), log: queryLog(options.onQuery) });
   return new PostgresStore(db, new AuthChangeListener(connection, AUTH_CHANGES_CHANNEL, options.log));
 }
 

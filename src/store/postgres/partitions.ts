@@ -5,8 +5,11 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 const DAYS_AHEAD = 3;
 /** The time-series tables, partitioned by received_at (ms) into one partition per UTC day. */
 export const TIME_SERIES_TABLES = ['webhooks', 'request_log'] as const;
-/** Held while a node changes partitions, so nodes take turns instead of racing. */
-const PARTITION_LOCK_ID = 0x1a7a6e;
+/**
+ * Held while a node changes partitions, so nodes take turns instead of racing. Keyed by
+ * schema, so deployments sharing a database (in separate schemas) do not wait on each other.
+ */
+const PARTITION_LOCK_KEY = sql`hashtext(current_schema() || '.intake_partitions')`;
 /** DDL on a partitioned table waits for its readers; past this it gives up until next run. */
 const LOCK_TIMEOUT = '2s';
 
@@ -27,7 +30,7 @@ function dayOfPartition(table: string, name: string): number | undefined {
  */
 async function withPartitionLock<T>(db: Kysely<unknown>, change: (db: Kysely<unknown>) => Promise<T>): Promise<T | undefined> {
   return db.connection().execute(async (connection) => {
-    const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_lock(${PARTITION_LOCK_ID}) as locked`.execute(
+    const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_lock(${PARTITION_LOCK_KEY}) as locked`.execute(
       connection,
     );
     if (!rows[0]?.locked) return undefined;
@@ -36,7 +39,7 @@ async function withPartitionLock<T>(db: Kysely<unknown>, change: (db: Kysely<unk
       return await change(connection);
     } finally {
       await sql`reset lock_timeout`.execute(connection);
-      await sql`select pg_advisory_unlock(${PARTITION_LOCK_ID})`.execute(connection);
+      await sql`select pg_advisory_unlock(${PARTITION_LOCK_KEY})`.execute(connection);
     }
   });
 }

@@ -1,0 +1,265 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { openStore } from '../src/store/open-store.js';
+import { freshDatabase, testDialect, type TestDatabase } from './support/databases.js';
+import { DAY_MS, createCompany, createIntegration, webhook, type Owner } from './support/webhooks.js';
+
+/**
+ * The contract's list queries and the retention purge, as the store really sends them, must
+ * read webhooks and the request log through their indexes, newest first without sorting:
+ * a full scan or a sort grows with the table, a bounded index read does not. The SQL is
+ * captured from the store (so a change to a query is checked as it is) and explained on a
+ * database of a few thousand analysed rows, with its own parameters: on PostgreSQL that
+ * also lets the planner prune day partitions as it does for the real query.
+ */
+
+type Table = 'webhooks' | 'request_log';
+
+/** One read of a table (or one of its partitions) in a plan. */
+interface Read {
+  table: Table;
+  /** The partition read (PostgreSQL); the table itself on SQLite. */
+  relation: string;
+  /** The index as the migration names it, or undefined for a full scan. */
+  index: string | undefined;
+}
+
+interface Plan {
+  reads: Read[];
+  /** Sorts the plan needs: SQLite's temporary B-trees, PostgreSQL's Sort nodes. */
+  sorts: string[];
+  /** PostgreSQL: whether partitions' ordered reads are merged rather than sorted. */
+  mergeAppend: boolean;
+  /** The plan as the database printed it, for failure messages. */
+  text: string;
+}
+
+interface Captured {
+  sql: string;
+  parameters: readonly unknown[];
+}
+
+const dialect = testDialect();
+const EVENTS = ['invoice.paid', 'invoice.created', 'customer.updated', 'charge.failed', 'payout.sent'];
+const PAGE = 50;
+
+describe(`query plans (${dialect})`, () => {
+  let database: TestDatabase;
+  const captured = new Map<string, Captured>();
+  /** Relations that hold rows: an empty partition may be read any way the planner likes. */
+  const populated = new Set<string>();
+
+  beforeAll(async () => {
+    database = await freshDatabase();
+    const { store } = database;
+    const now = Date.now();
+    // Eight integrations of one company and two of another, their rows interleaved in time
+    // order as traffic writes them.
+    const keeper = await createCompany(store, 90);
+    const keepers: Owner[] = [];
+    for (let i = 0; i < 8; i++) keepers.push(await createIntegration(store, keeper));
+    const purged = await createCompany(store, 30);
+    const purgedOwners = [await createIntegration(store, purged), await createIntegration(store, purged)];
+    /** `count` webhooks from `from` to `to`, oldest first, round robin over `owners`. */
+    const traffic = (owners: Owner[], count: number, from: number, to: number) =>
+      Array.from({ length: count }, (_, i) =>
+        webhook(owners[i % owners.length]!, from + Math.floor(((to - from) * i) / count), {
+          event: EVENTS[(i * 7) % EVENTS.length],
+        }),
+      );
+    // Forty days back is past the second company's retention only, and it has one row in
+    // seventeen there: the purge must find its rows without reading everyone's. On
+    // PostgreSQL these rows land in the default partition, the last day's in yesterday's
+    // and today's partitions.
+    const old = { from: now - 41 * DAY_MS, to: now - 40 * DAY_MS };
+    const oldOwners = [...keepers, ...keepers, purgedOwners[0]!];
+
+    const seen: Captured[] = [];
+    const observed = openStore(database.databaseUrl, { poolSize: 1, onQuery: (query) => seen.push(query) });
+    /** The statements `run` sent, in order. */
+    const capture = async (run: () => Promise<unknown>) => {
+      seen.length = 0;
+      await run();
+      return [...seen];
+    };
+    try {
+      // The purge first, on a few expired rows, to capture what it sends; the rows it is
+      // explained against come next.
+      await store.commitBatch(traffic(purgedOwners, 100, old.from, old.to), []);
+      const purge = await capture(() => observed.purgeExpired(now));
+      const purgeOf = (table: Table) =>
+        purge.find((s) => s.sql.startsWith(`delete from "${table}"`) && s.parameters.includes(purged))!;
+      captured.set('retention purge of webhooks', purgeOf('webhooks'));
+      captured.set('retention purge of the request log', purgeOf('request_log'));
+
+      await store.commitBatch(
+        [...traffic(oldOwners, 1700, old.from, old.to), ...traffic([...keepers, ...purgedOwners], 6000, now - DAY_MS, now)],
+        [],
+      );
+      const [owner] = keepers;
+      const list = (query: Parameters<typeof store.listWebhooks>[2]) =>
+        observed.listWebhooks(keeper, owner!.integrationId, query);
+      const only = async (run: () => Promise<unknown>) => {
+        const statements = await capture(run);
+        expect(statements).toHaveLength(1);
+        return statements[0]!;
+      };
+      captured.set('newest page', await only(() => list({ limit: PAGE })));
+      const firstPage = await list({ limit: PAGE });
+      const cursor = { receivedAt: firstPage[PAGE - 1]!.receivedAt, uuid: firstPage[PAGE - 1]!.uuid };
+      captured.set('next page (cursor)', await only(() => list({ limit: PAGE, cursor })));
+      captured.set('by event', await only(() => list({ limit: PAGE, event: 'charge.failed' })));
+      const range = { since: now - 20 * 3_600_000, until: now - 2 * 3_600_000 };
+      captured.set('by time range', await only(() => list({ limit: PAGE, ...range })));
+      captured.set('request log', await only(() => observed.listRequestLog(keeper, owner!.integrationId, PAGE)));
+    } finally {
+      await observed.close();
+    }
+    await database.query('analyze');
+
+    for (const table of ['webhooks', 'request_log']) {
+      const rows =
+        dialect === 'postgres'
+          ? await database.query<{ relation: string }>(`select distinct tableoid::regclass::text as relation from ${table}`)
+          : [{ relation: table }];
+      for (const { relation } of rows) populated.add(relation);
+    }
+  }, 60_000);
+
+  afterAll(async () => {
+    await database?.cleanup();
+  });
+
+  async function explain(name: string): Promise<Plan> {
+    const query = captured.get(name);
+    expect(query, `no SQL captured for ${name}`).toBeDefined();
+    return dialect === 'postgres' ? explainPostgres(database, query!) : explainSqlite(database, query!);
+  }
+
+  /**
+   * No read of `table` is a full scan, and every relation that holds rows is read through
+   * one of `indexes`, the first of them at least once.
+   */
+  function expectIndexedReads(plan: Plan, table: Table, indexes: string[]) {
+    const reads = plan.reads.filter((r) => r.table === table);
+    expect(reads.length, plan.text).toBeGreaterThan(0);
+    expect(
+      reads.filter((r) => r.index === undefined).map((r) => r.relation),
+      `full scans in:\n${plan.text}`,
+    ).toEqual([]);
+    const used = new Set(reads.filter((r) => populated.has(r.relation)).map((r) => r.index));
+    expect(used, plan.text).toContain(indexes[0]);
+    for (const index of used) expect(indexes, plan.text).toContain(index);
+  }
+
+  test.each([
+    ['newest page', 'webhooks_integration_time'],
+    ['next page (cursor)', 'webhooks_integration_time'],
+    ['by event', 'webhooks_integration_event_time'],
+    ['by time range', 'webhooks_integration_time'],
+  ])('listWebhooks, %s: through %s, newest first without a sort', async (name, index) => {
+    const plan = await explain(name);
+    expectIndexedReads(plan, 'webhooks', [index]);
+    expect(plan.sorts, plan.text).toEqual([]);
+  });
+
+  test.runIf(dialect === 'postgres')('the newest page merges the day partitions in index order', async () => {
+    const plan = await explain('newest page');
+    expect(new Set(plan.reads.map((r) => r.relation)).size, plan.text).toBeGreaterThan(1);
+    expect(plan.mergeAppend, plan.text).toBe(true);
+  });
+
+  test('listRequestLog: through request_log_integration_time, in index order with no sort', async () => {
+    const plan = await explain('request log');
+    expectIndexedReads(plan, 'request_log', ['request_log_integration_time']);
+    // The index holds (integration, time, id), the query's whole order: nothing to sort,
+    // not even the rows of one millisecond.
+    expect(plan.sorts, plan.text).toEqual([]);
+  });
+
+  test.each([
+    ['retention purge of webhooks', 'webhooks', 'webhooks_company_time'],
+    ['retention purge of the request log', 'request_log', 'request_log_company_time'],
+  ] as const)('%s: finds the expired rows through %s', async (name, table, index) => {
+    const plan = await explain(name);
+    // The outer DELETE may find the chosen rows again by primary key.
+    const primaryKey = dialect === 'sqlite' ? `sqlite_autoindex_${table}_1` : `${table}_pkey`;
+    expectIndexedReads(plan, table, [index, primaryKey]);
+    expect(plan.sorts, plan.text).toEqual([]);
+  });
+});
+
+async function explainSqlite(database: TestDatabase, query: Captured): Promise<Plan> {
+  const rows = await database.query<{ detail: string }>(`explain query plan ${query.sql}`, [...query.parameters]);
+  const reads: Read[] = [];
+  const sorts: string[] = [];
+  for (const { detail } of rows) {
+    // SEARCH uses an index to find a range; SCAN reads the whole table (or a whole index).
+    const access = /^(SEARCH|SCAN) (webhooks|request_log)\b(?:.* USING (?:COVERING )?INDEX (\w+))?/.exec(detail);
+    if (access) {
+      const table = access[2] as Table;
+      reads.push({ table, relation: table, index: access[1] === 'SEARCH' ? access[3] : undefined });
+    }
+    if (detail.startsWith('USE TEMP B-TREE')) sorts.push(detail);
+  }
+  return { reads, sorts, mergeAppend: false, text: rows.map((r) => r.detail).join('\n') };
+}
+
+interface PostgresPlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  'Presorted Key'?: string[];
+  Plans?: PostgresPlanNode[];
+}
+
+async function explainPostgres(database: TestDatabase, query: Captured): Promise<Plan> {
+  // Partitions' indexes get generated names; each is attached to the index the migration made.
+  const indexes = await database.query<{ index: string; relation: string; parent: string | null }>(
+    `select i.relname as index, t.relname as relation, p.relname as parent
+     from pg_index x
+     join pg_class i on i.oid = x.indexrelid
+     join pg_class t on t.oid = x.indrelid
+     left join pg_inherits h on h.inhrelid = i.oid
+     left join pg_class p on p.oid = h.inhparent
+     where i.relnamespace = current_schema()::regnamespace`,
+  );
+  const indexByName = new Map(indexes.map((row) => [row.index, { relation: row.relation, name: row.parent ?? row.index }]));
+  const [row] = await database.query<{ 'QUERY PLAN': [{ Plan: PostgresPlanNode }] }>(
+    `explain (format json) ${query.sql}`,
+    [...query.parameters],
+  );
+  const root = row!['QUERY PLAN'][0].Plan;
+  const lines = (await database.query<{ 'QUERY PLAN': string }>(`explain ${query.sql}`, [...query.parameters])).map(
+    (r) => r['QUERY PLAN'],
+  );
+
+  const plan: Plan = { reads: [], sorts: [], mergeAppend: false, text: lines.join('\n') };
+  const tableOf = (relation: string): Table | undefined =>
+    relation === 'webhooks' || relation.startsWith('webhooks_')
+      ? 'webhooks'
+      : relation === 'request_log' || relation.startsWith('request_log_')
+        ? 'request_log'
+        : undefined;
+  const visit = (node: PostgresPlanNode) => {
+    const type = node['Node Type'];
+    if (type === 'Seq Scan' && node['Relation Name']) {
+      const table = tableOf(node['Relation Name']);
+      if (table) plan.reads.push({ table, relation: node['Relation Name'], index: undefined });
+    }
+    if (node['Index Name']) {
+      // Index Scan, Index Only Scan, Bitmap Index Scan (whose heap scan reads what it finds).
+      const index = indexByName.get(node['Index Name']);
+      const table = index && tableOf(index.relation);
+      if (index && table) plan.reads.push({ table, relation: index.relation, index: index.name });
+    }
+    if (type === 'Sort') plan.sorts.push('Sort');
+    if (type === 'Incremental Sort') {
+      const presorted = (node['Presorted Key'] ?? []).map((key) => key.replace(/^.*\./, ''));
+      plan.sorts.push(`Incremental Sort presorted on ${presorted.join(', ')}`);
+    }
+    if (type === 'Merge Append') plan.mergeAppend = true;
+    for (const child of node.Plans ?? []) visit(child);
+  };
+  visit(root);
+  return plan;
+}

@@ -1,0 +1,207 @@
+import { afterEach, describe, expect, test } from 'vitest';
+import { openStore } from '../src/store/open-store.js';
+import { DEFAULT_RETENTION_DAYS, type PendingWebhook, type RequestLogEntry, type Store } from '../src/store/store.js';
+import { buildTestApp, waitFor } from './helpers.js';
+import { freshDatabase, testDialect, type TestDatabase } from './support/databases.js';
+import { DAY_MS, createCompany, createIntegration, createTenant, logRow, webhook, type Owner } from './support/webhooks.js';
+
+const HOUR_MS = 60 * 60 * 1000;
+
+/** Every webhook uuid of the owner's integration, sorted. */
+async function webhookUuids(store: Store, owner: Owner): Promise<string[]> {
+  const rows = await store.listWebhooks(owner.companyId, owner.integrationId, { limit: 100_000 });
+  return rows.map((w) => w.uuid).sort();
+}
+
+/** Every request-log id of the owner's integration, sorted. */
+async function logIds(store: Store, owner: Owner): Promise<string[]> {
+  const rows = await store.listRequestLog(owner.companyId, owner.integrationId, 100_000);
+  return rows.map((r) => r.id).sort();
+}
+
+/** The request-log rows commitBatch writes for these webhooks (each is accepted: no idempotency keys). */
+function acceptedLogs(webhooks: PendingWebhook[]): RequestLogEntry[] {
+  return webhooks.map((w) => w.logFor({ kind: 'accepted', uuid: w.uuid, receivedAt: w.receivedAt }));
+}
+
+function sorted(values: string[]): string[] {
+  return [...values].sort();
+}
+
+describe(`retention purge (${testDialect()})`, () => {
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  async function fresh(): Promise<TestDatabase> {
+    const database = await freshDatabase();
+    cleanups.push(() => database.cleanup());
+    return database;
+  }
+
+  test("each company's rows older than its own retention go; newer rows and other companies' stay", async () => {
+    const { store } = await fresh();
+    const now = Date.now();
+    const retentions = [7, DEFAULT_RETENTION_DAYS, 90];
+    const ages = [0, 1, 7, 8, 30, 31, 90, 91, 400].map((days) => days * DAY_MS);
+    const expected = [];
+    let purgedWebhooks = 0;
+    let purgedLogs = 0;
+    for (const retentionDays of retentions) {
+      const owner = await createTenant(store, retentionDays);
+      const limit = retentionDays * DAY_MS;
+      // Exactly at the retention is kept; a millisecond older is not.
+      const times = [...ages, limit, limit + 1].map((age) => now - age);
+      const webhooks = times.map((at) => webhook(owner, at));
+      const rejected = times.map((at) => logRow(owner, at));
+      await store.commitBatch(webhooks, rejected);
+      const logs = [...acceptedLogs(webhooks), ...rejected];
+      const keptWebhooks = webhooks.filter((w) => now - w.receivedAt <= limit);
+      const keptLogs = logs.filter((r) => now - r.receivedAt <= limit);
+      purgedWebhooks += webhooks.length - keptWebhooks.length;
+      purgedLogs += logs.length - keptLogs.length;
+      expect(await webhookUuids(store, owner)).toEqual(sorted(webhooks.map((w) => w.uuid)));
+      expected.push({ owner, webhooks: sorted(keptWebhooks.map((w) => w.uuid)), logs: sorted(keptLogs.map((r) => r.id)) });
+    }
+
+    const report = await store.purgeExpired(now);
+    expect(report).toMatchObject({ webhooks: purgedWebhooks, requestLog: purgedLogs });
+    for (const { owner, webhooks, logs } of expected) {
+      expect(await webhookUuids(store, owner)).toEqual(webhooks);
+      expect(await logIds(store, owner)).toEqual(logs);
+    }
+    // Nothing left to do on a second run.
+    expect(await store.purgeExpired(now)).toMatchObject({ webhooks: 0, requestLog: 0 });
+  });
+
+  test('one purge removes more than one batch of expired rows', async () => {
+    const { databaseUrl, store } = await fresh();
+    const now = Date.now();
+    const owner = await createTenant(store, 30);
+    const expired = Array.from({ length: 2500 }, (_, i) => webhook(owner, now - 31 * DAY_MS - i * 1000));
+    const kept = Array.from({ length: 10 }, (_, i) => webhook(owner, now - i * HOUR_MS));
+    await store.commitBatch([...expired, ...kept], []);
+
+    const deletes: string[] = [];
+    const observed = openStore(databaseUrl, {
+      poolSize: 1,
+      onQuery: ({ sql }) => sql.startsWith('delete from "webhooks"') && deletes.push(sql),
+    });
+    try {
+      expect(await observed.purgeExpired(now)).toMatchObject({ webhooks: 2500, requestLog: 2500 });
+    } finally {
+      await observed.close();
+    }
+    // Batched: several short deletes rather than one long one.
+    expect(deletes.length).toBeGreaterThan(1);
+    expect(await webhookUuids(store, owner)).toEqual(sorted(kept.map((w) => w.uuid)));
+    expect(await logIds(store, owner)).toHaveLength(kept.length);
+  });
+
+  test('idempotency claims older than 24 hours are deleted; a repeat of such a key is a new webhook', async () => {
+    const database = await fresh();
+    const { store } = database;
+    const now = Date.now();
+    const owner = await createTenant(store, 30);
+    const old = webhook(owner, now - 25 * HOUR_MS, { idempotencyKey: 'old-key', body: '{"event":"a"}' });
+    const recent = webhook(owner, now - HOUR_MS, { idempotencyKey: 'recent-key', body: '{"event":"b"}' });
+    await store.commitBatch([old, recent], []);
+    const claims = async () =>
+      (await database.query<{ key: string }>('select idempotency_key as key from idempotency_keys order by 1')).map(
+        (row) => row.key,
+      );
+    expect(await claims()).toEqual(['old-key', 'recent-key']);
+
+    expect(await store.purgeExpired(now)).toMatchObject({ idempotencyKeys: 1, webhooks: 0 });
+    expect(await claims()).toEqual(['recent-key']);
+
+    const repeatOld = webhook(owner, now, { idempotencyKey: 'old-key', body: '{"event":"a"}' });
+    const repeatRecent = webhook(owner, now, { idempotencyKey: 'recent-key', body: '{"event":"b"}' });
+    expect(await store.commitBatch([repeatOld, repeatRecent], [])).toEqual([
+      { kind: 'accepted', uuid: repeatOld.uuid, receivedAt: now },
+      { kind: 'replayed', uuid: recent.uuid, receivedAt: recent.receivedAt },
+    ]);
+    // The webhooks themselves are well inside the company's retention.
+    expect(await webhookUuids(store, owner)).toEqual(sorted([old.uuid, recent.uuid, repeatOld.uuid]));
+  });
+
+  test('auth_changes: old rows go, but the newest stays, so latestAuthChange never goes backwards', async () => {
+    const database = await fresh();
+    const { store } = database;
+    const now = Date.now();
+    const companyId = await createCompany(store, 30, now - 3 * HOUR_MS);
+    // Adds a change at now − 3 h.
+    const owner = await createIntegration(store, companyId, now - 3 * HOUR_MS);
+    // Revoking records a change at the time given, even when the key is revoked already.
+    await store.revokeApiKey(companyId, owner.keyId, now - 2 * HOUR_MS);
+    await store.revokeApiKey(companyId, owner.keyId, now - 10 * 60 * 1000);
+    // The newest change carries an old time (another node's clock behind).
+    await store.revokeApiKey(companyId, owner.keyId, now - 2 * HOUR_MS);
+    const changes = async () =>
+      (await database.query<{ changed_at: number | string }>('select changed_at from auth_changes order by id')).map(
+        (row) => now - Number(row.changed_at),
+      );
+    expect(await changes()).toEqual([3 * HOUR_MS, 2 * HOUR_MS, 10 * 60 * 1000, 2 * HOUR_MS]);
+    const latest = await store.latestAuthChange();
+    expect(latest).toBeGreaterThan(0);
+
+    await store.purgeExpired(now);
+    expect(await changes()).toEqual([10 * 60 * 1000, 2 * HOUR_MS]);
+    expect(await store.latestAuthChange()).toBe(latest);
+
+    // Hours later, with nothing new, only the newest is left, and still the latest.
+    await store.purgeExpired(now + 5 * HOUR_MS);
+    expect(await changes()).toEqual([2 * HOUR_MS]);
+    expect(await store.latestAuthChange()).toBe(latest);
+  });
+
+  test('two stores purging the same database at once both succeed and delete exactly the expired rows', async () => {
+    const database = await fresh();
+    const { store } = database;
+    const other = database.openAnother();
+    const now = Date.now();
+    const kept: Array<{ owner: Owner; uuids: string[] }> = [];
+    for (const retention of [30, 7]) {
+      const owner = await createTenant(store, retention);
+      const expired = Array.from({ length: 1500 }, (_, i) =>
+        webhook(owner, now - (retention + 1) * DAY_MS - i * 1000, { idempotencyKey: `k${i}` }),
+      );
+      const recent = Array.from({ length: 20 }, (_, i) => webhook(owner, now - i * HOUR_MS));
+      await store.commitBatch([...expired, ...recent], []);
+      kept.push({ owner, uuids: sorted(recent.map((w) => w.uuid)) });
+    }
+
+    const reports = await Promise.all([store.purgeExpired(now), other.purgeExpired(now)]);
+    const total = (key: 'webhooks' | 'requestLog' | 'idempotencyKeys') => reports[0][key] + reports[1][key];
+    expect(total('webhooks')).toBe(3000);
+    expect(total('requestLog')).toBe(3000);
+    expect(total('idempotencyKeys')).toBe(3000);
+    for (const { owner, uuids } of kept) {
+      expect(await webhookUuids(store, owner)).toEqual(uuids);
+      expect(await logIds(store, owner)).toHaveLength(uuids.length);
+    }
+  });
+
+  test('the app purges on its own, at the configured interval', async () => {
+    const testApp = await buildTestApp({ INTAKE_RETENTION_INTERVAL_SECONDS: '1' });
+    cleanups.push(() => testApp.close());
+    const { store } = testApp;
+    const tenant = await testApp.newTenant();
+    const owner: Owner = { companyId: tenant.companyId, integrationId: tenant.integrationId, keyId: tenant.keyId };
+    const now = Date.now();
+    const recent = webhook(owner, now - HOUR_MS);
+    const gone = async (expired: PendingWebhook) =>
+      (await store.getWebhook(owner.companyId, owner.integrationId, expired.uuid)) === undefined || undefined;
+
+    const first = webhook(owner, now - 31 * DAY_MS);
+    await store.commitBatch([first, recent], []);
+    await waitFor(() => gone(first), 'the first retention run', 10_000);
+
+    // And again at the next interval.
+    const second = webhook(owner, now - 40 * DAY_MS);
+    await store.commitBatch([second], []);
+    await waitFor(() => gone(second), 'the next retention run', 10_000);
+    expect(await webhookUuids(store, owner)).toEqual([recent.uuid]);
+  });
+});
