@@ -5,7 +5,8 @@ import { TEST_POSTGRES_URL, printable, probePostgres } from './test/support/post
 /**
  * Two projects, as Kysely runs its suite once per dialect: `sqlite` runs everything;
  * `postgres` runs every test that is about storage (the store suite, the routes, the key
- * cache, retention and query plans) again on PostgreSQL, plus the multi-node tests. The
+ * cache, retention, query plans, the end-to-end test) again on PostgreSQL, plus the
+ * multi-node and crash tests. The
  * PostgreSQL project runs when a server answers at INTAKE_TEST_DATABASE_URL; otherwise one
  * line says it was skipped, and with INTAKE_REQUIRE_POSTGRES=1 (CI) the run fails instead.
  */
@@ -17,6 +18,7 @@ const ON_BOTH_DATABASES = [
   'test/intake-routes.test.ts',
   'test/read-routes.test.ts',
   'test/request-log.test.ts',
+  'test/e2e.test.ts',
 ];
 
 const postgres = await probePostgres(TEST_POSTGRES_URL);

@@ -14,10 +14,12 @@ import {
   freePort,
   type ServerProcess,
 } from './support/processes.js';
+import { freshDatabase, testDialect, type TestDatabase } from './support/databases.js';
 
 /**
  * The product from the outside, as an operator and a sender meet it: `node dist/main.js`
- * (what `npm start` runs) on a fresh database, the `intake` CLI beside it, and HTTP.
+ * (what `npm start` runs) on a fresh database, the `intake` CLI beside it, and HTTP. Runs
+ * in both projects: on a SQLite file, and with INTAKE_DATABASE_URL=postgres://….
  */
 
 const SETUP_LINK = /\/admin\/setup\?token=[A-Za-z0-9_-]{20,}/;
@@ -39,10 +41,22 @@ let tenant: Tenant;
 const sent: Array<{ uuid: string; body: string }> = [];
 let rotated: { id: string; api_key: string };
 
+/** A database nobody has migrated yet: the server's first start does it. */
+async function freshDatabaseUrl(): Promise<string | undefined> {
+  if (testDialect() === 'sqlite') return undefined; // startServer makes a SQLite file
+  const fresh = await freshDatabase({ migrate: false });
+  databases.push(fresh);
+  return fresh.databaseUrl;
+}
+const databases: TestDatabase[] = [];
+
 beforeAll(async () => {
-  server = await startServer();
+  server = await startServer({ databaseUrl: await freshDatabaseUrl() });
 });
-afterAll(() => cleanupAll());
+afterAll(async () => {
+  await cleanupAll();
+  for (const fresh of databases) await fresh.cleanup();
+});
 
 function post(integrationKey: string, apiKey: string | undefined, body: string, path = '/api/webhooks') {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
@@ -268,8 +282,8 @@ describe.sequential('intake end to end, as npm start runs it', () => {
     const again = await runCliJson(['migrate', '--json'], server.cliEnv);
     expect(again.json).toEqual({ applied: [] });
 
-    const freshDb = join(makeTempDir(), 'fresh.db');
-    const fresh = await runCliJson(['migrate', '--json'], { INTAKE_DATABASE_URL: `sqlite:${freshDb}` });
+    const freshUrl = (await freshDatabaseUrl()) ?? `sqlite:${join(makeTempDir(), 'fresh.db')}`;
+    const fresh = await runCliJson(['migrate', '--json'], { INTAKE_DATABASE_URL: freshUrl });
     expect(fresh.json).toEqual({ applied: ['0001-initial', '0002-log-order-and-claim-age'] });
   });
 
@@ -354,7 +368,7 @@ describe.sequential('intake end to end, as npm start runs it', () => {
     console.log(`SIGTERM: ${inFlightAtSignal} requests in flight, ${acksAfterSignal} acknowledged after the signal, ${acked.size} in all`);
     expect(inFlightAtSignal).toBeGreaterThan(0);
 
-    server = await startServer({ dbPath: victim.dbPath });
+    server = await startServer({ databaseUrl: victim.databaseUrl });
     const listed = new Set((await listAllWebhooks(server.baseUrl, tenant.integrationKey, tenant.apiKey)).map((item) => item.uuid));
     const missing = [...acked].filter((uuid) => !listed.has(uuid));
     expect(missing).toEqual([]);

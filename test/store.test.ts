@@ -19,6 +19,8 @@ import { freshDatabase, testDialect } from './support/databases.js';
  */
 interface StoreHarness {
   store: Store;
+  /** Another process (a node, the CLI) on the same database. */
+  openAnother(): Store;
   cleanup(): Promise<void>;
 }
 
@@ -414,9 +416,44 @@ describe.each(STORES)('$name store', (factory) => {
       expect(await lastUse()).toEqual({ at: T0 + 3000, ip: '192.0.2.3' });
       await store.recordKeyUsage([]);
     });
+
+    // Several nodes share PostgreSQL only. (Two SQLite stores in one process would block each
+    // other: the driver is synchronous, so busy_timeout stalls the very thread that holds the lock.)
+    test.runIf(factory.name === 'postgres')('two nodes writing the last use of the same keys at once keep the newest, and never deadlock', async () => {
+      const first = await seedTenant(store);
+      const second = await seedTenant(store, 'Other');
+      const otherNode = harness.openAnother();
+      const use = (tenant: Tenant, at: number) => ({ companyId: tenant.companyId, keyId: tenant.keyId, at, ip: `192.0.2.${at % 200}` });
+      for (let round = 0; round < 20; round++) {
+        const at = T0 + round * 10;
+        // Opposite orders: unsorted, each node would lock one key and wait for the other's.
+        await Promise.all([
+          store.recordKeyUsage([use(first, at + 1), use(second, at + 2)]),
+          otherNode.recordKeyUsage([use(second, at + 3), use(first, at + 4)]),
+        ]);
+      }
+      const [firstKey] = await store.listApiKeys(first.companyId, first.integration.id);
+      const [secondKey] = await store.listApiKeys(second.companyId, second.integration.id);
+      expect(firstKey?.lastUsedAt).toBe(T0 + 194);
+      expect(secondKey?.lastUsedAt).toBe(T0 + 193);
+    });
   });
 
   describe('commitBatch', () => {
+    test.runIf(factory.name === 'postgres')('two nodes claiming the same idempotency keys at once store each once, and never deadlock', async () => {
+      const tenant = await seedTenant(store);
+      const otherNode = harness.openAnother();
+      const keys = Array.from({ length: 40 }, (_, i) => `order-${i}`);
+      for (let round = 0; round < 5; round++) {
+        const batch = (order: string[]) => order.map((key) => pending(tenant, { idempotencyKey: `${round}-${key}` }));
+        // Opposite orders: claimed as listed, each node would hold keys the other waits for.
+        const [a, b] = await Promise.all([store.commitBatch(batch(keys), []), otherNode.commitBatch(batch([...keys].reverse()), [])]);
+        const accepted = [...a, ...b].filter((outcome) => outcome.kind === 'accepted').length;
+        expect(accepted).toBe(keys.length);
+      }
+      expect(await allWebhooks(store, tenant)).toHaveLength(5 * keys.length);
+    });
+
     test('stores the webhooks and the request log rows together', async () => {
       const tenant = await seedTenant(store);
       const webhooks = [pending(tenant, { receivedAt: T0 + 1 }), pending(tenant, { receivedAt: T0 + 2 })];
