@@ -1,12 +1,4 @@
-import {
-  Kysely,
-  PostgresDialect,
-  sql,
-  type DatabaseIntrospector,
-  type DatabaseMetadata,
-  type SchemaMetadata,
-  type TableMetadata,
-} from 'kysely';
+import { Kysely, sql } from 'kysely';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { KyselyStore } from '../kysely-store.js';
@@ -15,6 +7,7 @@ import type { Database } from '../schema.js';
 import { queryLog, type QueryObserver } from '../query-log.js';
 import type { PurgeReport } from '../store.js';
 import { AuthChangeListener } from './auth-listener.js';
+import { IntakePostgresDialect } from './introspector.js';
 import { dropPartitionsBefore, ensurePartitions } from './partitions.js';
 
 const POSTGRES_TYPES: DialectTypes = {
@@ -40,40 +33,6 @@ const POSTGRES_TYPES: DialectTypes = {
       for each statement execute function ${sql.id(fn)}()`.execute(db);
   },
 };
-
-/**
- * Kysely's Migrator asks which tables exist through the dialect's introspector. The stock
- * one reads every column of every table in every schema and looks each table up by name
- * (pg_get_serial_sequence), so a table dropped meanwhile by anyone (another node's
- * retention dropping a day partition, another schema's cleanup) fails the migration with
- * "relation does not exist". The Migrator needs only names: read them from the catalog,
- * in the current schema, leaving partitions out.
- */
-class CurrentSchemaIntrospector implements DatabaseIntrospector {
-  constructor(private readonly db: Kysely<unknown>) {}
-
-  async getSchemas(): Promise<SchemaMetadata[]> {
-    return (await sql<SchemaMetadata>`select nspname as name from pg_namespace`.execute(this.db)).rows;
-  }
-
-  async getTables(): Promise<TableMetadata[]> {
-    const { rows } = await sql<{ schema: string; name: string; kind: string }>`
-      select n.nspname as schema, c.relname as name, c.relkind as kind
-      from pg_class c join pg_namespace n on n.oid = c.relnamespace
-      where n.nspname = current_schema() and c.relkind in ('r', 'p', 'v') and not c.relispartition`.execute(this.db);
-    return rows.map((row) => ({ schema: row.schema, name: row.name, isView: row.kind === 'v', columns: [] }));
-  }
-
-  async getMetadata(): Promise<DatabaseMetadata> {
-    return { tables: await this.getTables() };
-  }
-}
-
-class IntakePostgresDialect extends PostgresDialect {
-  override createIntrospector(db: Kysely<unknown>): DatabaseIntrospector {
-    return new CurrentSchemaIntrospector(db);
-  }
-}
 
 export interface PostgresOptions {
   /** Connections in the pool at most. */
