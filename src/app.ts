@@ -1,9 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import fastifyCookie from '@fastify/cookie';
 import Fastify, {
   LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import type { Logger } from 'pino';
+import { Sessions } from './admin/sessions.js';
+import { apiV1Routes } from './api/index.js';
+import { registerOpenApi } from './api/openapi.js';
 import type { Config } from './config.js';
 import { AppError, ERRORS, errorBody, type ErrorCode } from './errors.js';
 import { Authenticator } from './intake/authenticate.js';
@@ -81,13 +85,21 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     return renderError(error, request, reply);
   });
 
+  await app.register(fastifyCookie);
+  await registerOpenApi(app, config.baseUrl);
+
   const counters = { unknownIntegrationRequests: 0 };
   await app.register(healthRoutes, { store, writer, counters });
   await app.register(setupRoutes, { store });
+  const authenticator = new Authenticator(keyCache, config.environment);
+  await app.register(
+    async (scope) => apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, sessions: new Sessions(store) }),
+    { prefix: '/api/v1' },
+  );
   await app.register(async (scope) =>
     intakeRoutes(scope as AppInstance, {
       store,
-      authenticator: new Authenticator(keyCache, config.environment),
+      authenticator,
       writer,
       rateLimiter: new RateLimiter(),
       lastUsed,

@@ -40,6 +40,23 @@ export const ERRORS = {
     title: 'Service unavailable',
     message: 'The service cannot store this request right now; retry later.',
   },
+  not_signed_in: {
+    status: 401,
+    title: 'Not signed in',
+    message: 'Your session has expired or is not valid; sign in again.',
+  },
+  invalid_credentials: { status: 401, title: 'Invalid credentials', message: 'The email or password is not correct.' },
+  csrf_failed: {
+    status: 403,
+    title: 'CSRF check failed',
+    message: 'A change made with a session must carry the X-CSRF-Token header of that session.',
+  },
+  role_required: {
+    status: 403,
+    title: 'Insufficient permissions',
+    message: 'Your role in this company does not allow this.',
+  },
+  conflict: { status: 409, title: 'Conflict', message: 'The request conflicts with the current state.' },
   not_found: { status: 404, title: 'Not found', message: 'The requested resource does not exist.' },
   method_not_allowed: { status: 405, title: 'Method not allowed', message: 'This method is not allowed on this path.' },
   internal_error: { status: 500, title: 'Internal server error', message: 'Something went wrong on our side.' },

@@ -284,7 +284,7 @@ describe.sequential('intake end to end, as npm start runs it', () => {
 
     const freshUrl = (await freshDatabaseUrl()) ?? `sqlite:${join(makeTempDir(), 'fresh.db')}`;
     const fresh = await runCliJson(['migrate', '--json'], { INTAKE_DATABASE_URL: freshUrl });
-    expect(fresh.json).toEqual({ applied: ['0001-initial', '0002-log-order-and-claim-age'] });
+    expect(fresh.json).toEqual({ applied: ['0001-initial', '0002-log-order-and-claim-age', '0003-management'] });
   });
 
   test.each([

@@ -35,11 +35,11 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
   const { store, cleanup } = database;
   const config = loadConfig({ LOG_LEVEL: 'silent', ...env });
   const app = await buildApp({ config, store, logger: pino({ level: 'silent' }) });
-  const management = new Management(store, {
-    environment: config.environment,
-    baseUrl: config.baseUrl,
-    defaultBodyLimit: config.defaultBodyLimit,
-  });
+  const management = new Management(
+    store,
+    { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit },
+    { type: 'cli', id: 'test', ip: null },
+  );
   return {
     app,
     store,

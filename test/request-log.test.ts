@@ -249,11 +249,11 @@ describe('requests to an address that names no integration', () => {
     const config = loadConfig({ LOG_LEVEL: 'silent' });
     const app = await buildApp({ config, store, logger: pino({ level: 'silent' }) });
     try {
-      const management = new Management(store, {
-        environment: config.environment,
-        baseUrl: config.baseUrl,
-        defaultBodyLimit: config.defaultBodyLimit,
-      });
+      const management = new Management(
+        store,
+        { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit },
+        { type: 'cli', id: 'test', ip: null },
+      );
       const company = await management.createCompany('Lonely company');
       const { integration, apiKey } = await management.createIntegration(company.id, { name: 'Known' });
 

@@ -168,7 +168,7 @@ describe.each(STORES)('$name store', (factory) => {
     test('a new database gets 0001-initial once, then nothing', async () => {
       const empty = await factory.empty();
       try {
-        expect(await empty.store.migrate()).toEqual(['0001-initial', '0002-log-order-and-claim-age']);
+        expect(await empty.store.migrate()).toEqual(['0001-initial', '0002-log-order-and-claim-age', '0003-management']);
         expect(await empty.store.migrate()).toEqual([]);
         await empty.store.ping();
       } finally {

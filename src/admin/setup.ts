@@ -24,9 +24,10 @@ const PLACEHOLDER = `<!doctype html>
 
 /** `/` and `/admin` until the panel lands: a page that says what to use instead. */
 export async function setupRoutes(app: AppInstance): Promise<void> {
-  app.get('/', (_request, reply) => reply.redirect('/admin'));
+  // Pages for people, not API: left out of the OpenAPI document.
+  app.get('/', { schema: { hide: true } }, (_request, reply) => reply.redirect('/admin'));
   for (const path of ['/admin', '/admin/setup']) {
-    app.get(path, (_request, reply) =>
+    app.get(path, { schema: { hide: true } }, (_request, reply) =>
       reply
         .type('text/html; charset=utf-8')
         .header('content-security-policy', "default-src 'none'; frame-ancestors 'none'")

@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os';
 import { loadConfig, type Config } from '../config.js';
 import { Management } from '../services/management.js';
 import { openStore } from '../store/open-store.js';
@@ -18,11 +19,12 @@ export async function withStore<T>(
   const store = openStore(config.databaseUrl, { poolSize: 2 });
   try {
     if (options.migrate) await store.migrate();
-    const management = new Management(store, {
-      environment: config.environment,
-      baseUrl: config.baseUrl,
-      defaultBodyLimit: config.defaultBodyLimit,
-    });
+    const management = new Management(
+      store,
+      { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit },
+      // The audit log names the operating-system account that ran the command.
+      { type: 'cli', id: userInfo().username, ip: null },
+    );
     return await run({ config, store, management });
   } finally {
     await store.close();

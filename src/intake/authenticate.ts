@@ -50,13 +50,8 @@ export class Authenticator {
       error,
     });
 
-    if (attempt.apiKey === undefined || attempt.apiKey === '') return refuse(new AppError('missing_api_key'));
-    const hash = hashIfWellFormed(attempt.apiKey, this.environment);
-    if (hash === undefined) return refuse(new AppError('invalid_api_key'));
-    const grant = await this.cache.findKey(hash);
-    if (!grant || !hashesEqual(grant.keyHash, hash) || (grant.expiresAt !== null && grant.expiresAt <= attempt.now)) {
-      return refuse(new AppError('invalid_api_key'));
-    }
+    const grant = await this.liveGrant(attempt.apiKey, attempt.now);
+    if (grant instanceof AppError) return refuse(grant);
     const ownsAddress =
       integration !== undefined &&
       grant.integrationId === integration.id &&
@@ -65,5 +60,21 @@ export class Authenticator {
     if (!ownsAddress) return refuse(new AppError('insufficient_permissions'), grant);
     if (attempt.requireEnabled && !integration.enabled) return refuse(new AppError('integration_disabled'), grant);
     return { integration, keyId: grant.keyId, error: undefined };
+  }
+
+  /**
+   * The live key behind an X-API-Key header, or the error that refuses it: 401 when it is
+   * absent, malformed, unknown, revoked or expired. What the key may do is the caller's
+   * question.
+   */
+  async liveGrant(apiKey: string | undefined, now: number): Promise<KeyGrant | AppError> {
+    if (apiKey === undefined || apiKey === '') return new AppError('missing_api_key');
+    const hash = hashIfWellFormed(apiKey, this.environment);
+    if (hash === undefined) return new AppError('invalid_api_key');
+    const grant = await this.cache.findKey(hash);
+    if (!grant || !hashesEqual(grant.keyHash, hash) || (grant.expiresAt !== null && grant.expiresAt <= now)) {
+      return new AppError('invalid_api_key');
+    }
+    return grant;
   }
 }

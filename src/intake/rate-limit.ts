@@ -1,5 +1,5 @@
 /**
- * Per-integration token buckets, in memory on each node: a bucket holds a minute's worth of
+ * Token buckets by key (an integration, a sign-in account, an IP), in memory on each node: a bucket holds a minute's worth of
  * requests and refills continuously, so a sender may burst up to its limit and then keeps
  * the limit's pace. Several nodes each allow the limit (documented in docs/operations.md).
  */
@@ -9,17 +9,31 @@ export class RateLimiter {
   constructor(private readonly now: () => number = Date.now) {}
 
   /** Takes one token; returns 0 when allowed, else the seconds until one is free. */
-  take(integrationId: string, perMinute: number): number {
-    const now = this.now();
-    const refillPerMs = perMinute / 60_000;
-    const bucket = this.buckets.get(integrationId) ?? { tokens: perMinute, updatedAt: now };
-    bucket.tokens = Math.min(perMinute, bucket.tokens + (now - bucket.updatedAt) * refillPerMs);
-    bucket.updatedAt = now;
-    this.buckets.set(integrationId, bucket);
+  take(key: string, perMinute: number): number {
+    const bucket = this.refilled(key, perMinute);
     if (bucket.tokens >= 1) {
       bucket.tokens -= 1;
       return 0;
     }
-    return Math.max(1, Math.ceil((1 - bucket.tokens) / refillPerMs / 1000));
+    return this.secondsUntilToken(bucket, perMinute);
+  }
+
+  /** Like take, without taking: 0 when a token is there, else the seconds until one is. */
+  peek(key: string, perMinute: number): number {
+    const bucket = this.refilled(key, perMinute);
+    return bucket.tokens >= 1 ? 0 : this.secondsUntilToken(bucket, perMinute);
+  }
+
+  private refilled(key: string, perMinute: number) {
+    const now = this.now();
+    const bucket = this.buckets.get(key) ?? { tokens: perMinute, updatedAt: now };
+    bucket.tokens = Math.min(perMinute, bucket.tokens + ((now - bucket.updatedAt) * perMinute) / 60_000);
+    bucket.updatedAt = now;
+    this.buckets.set(key, bucket);
+    return bucket;
+  }
+
+  private secondsUntilToken(bucket: { tokens: number }, perMinute: number): number {
+    return Math.max(1, Math.ceil(((1 - bucket.tokens) * 60_000) / perMinute / 1000));
   }
 }

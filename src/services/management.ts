@@ -10,7 +10,17 @@ import {
 import { isId, newId, newIntegrationKey } from '../domain/ids.js';
 import { MIN_PASSWORD_LENGTH, hashPassword } from '../domain/password.js';
 import { AppError } from '../errors.js';
-import { DEFAULT_RETENTION_DAYS, ROLES, type Company, type Integration, type Role, type Store } from '../store/store.js';
+import {
+  DEFAULT_RETENTION_DAYS,
+  ROLES,
+  type Actor,
+  type AuditEvent,
+  type Company,
+  type Integration,
+  type IntegrationChanges,
+  type Role,
+  type Store,
+} from '../store/store.js';
 
 export interface ManagementOptions {
   environment: Environment;
@@ -26,22 +36,30 @@ export interface NewIntegrationInput {
 }
 
 const MAX_NAME_LENGTH = 200;
+const MAX_DESCRIPTION_LENGTH = 2000;
 const EMAIL_PATTERN = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
 /**
- * The operations that change a company's setup, shared by the CLI (and, later, the
- * management API and the panel): validation, key issuing and the store calls in one place.
+ * The operations that change a company's setup, shared by the CLI, the management API and
+ * the panel: validation, key issuing, the store calls and their audit records in one
+ * place. One instance acts for one actor (a user, a management key, the CLI's operator).
  */
 export class Management {
   constructor(
     private readonly store: Store,
     private readonly options: ManagementOptions,
+    private readonly actor: Actor,
     private readonly now: () => number = Date.now,
   ) {}
 
+  /** The audit record of a change made now by this instance's actor. */
+  protected audit(action: string, targetType: string, targetId: string, change: { before?: unknown; after?: unknown } = {}): AuditEvent {
+    return { actor: this.actor, action, targetType, targetId, at: this.now(), ...change };
+  }
+
   async createCompany(name: string): Promise<Company> {
     const company = { id: newId('cmp'), name: validName(name), retentionDays: DEFAULT_RETENTION_DAYS, createdAt: this.now() };
-    await this.store.createCompany(company);
+    await this.store.createCompany(company, this.audit('company.create', 'company', company.id, { after: company }));
     return company;
   }
 
@@ -58,7 +76,12 @@ export class Management {
       });
     }
     const user = { id: newId('usr'), email: normalized, passwordHash: await hashPassword(password), createdAt: this.now() };
-    const added = await this.store.addUser(companyId, user, role as Role);
+    const added = await this.store.addUser(
+      companyId,
+      user,
+      role as Role,
+      this.audit('member.add', 'user', user.id, { after: { email: normalized, role } }),
+    );
     return { id: added.id, email: added.email };
   }
 
@@ -79,22 +102,65 @@ export class Management {
     };
     const key = issueApiKey(this.options.environment);
     const keyId = newId('key');
-    await this.store.createIntegration(companyId, integration, {
-      id: keyId,
-      integrationId: integration.id,
-      scopes: [...INTEGRATION_SCOPES],
-      prefix: key.prefix,
-      hash: key.hash,
-      createdAt: now,
-      expiresAt: null,
-    });
+    await this.store.createIntegration(
+      companyId,
+      integration,
+      {
+        id: keyId,
+        integrationId: integration.id,
+        scopes: [...INTEGRATION_SCOPES],
+        prefix: key.prefix,
+        hash: key.hash,
+        createdAt: now,
+        expiresAt: null,
+      },
+      this.audit('integration.create', 'integration', integration.id, { after: { ...integration, firstKeyId: keyId } }),
+    );
     return { integration, keyId, apiKey: key.plaintext, webhookUrl: this.webhookUrl(integration.integrationKey) };
   }
 
   async setIntegrationEnabled(companyId: string, integrationId: string, enabled: boolean) {
-    const changed = await this.store.setIntegrationEnabled(companyId, integrationId, enabled, this.now());
+    const changed = await this.store.setIntegrationEnabled(
+      companyId,
+      integrationId,
+      enabled,
+      this.now(),
+      this.audit(enabled ? 'integration.enable' : 'integration.disable', 'integration', integrationId, {
+        after: { enabled },
+      }),
+    );
     if (!changed) throw notFound('integration', integrationId);
     return { id: integrationId, enabled };
+  }
+
+  /** Changes what `changes` names; the integration as it is now. */
+  async updateIntegration(companyId: string, integrationId: string, changes: IntegrationChanges): Promise<Integration> {
+    const valid: IntegrationChanges = { ...changes };
+    if (changes.name !== undefined) valid.name = validName(changes.name);
+    if (changes.description !== undefined && changes.description.length > MAX_DESCRIPTION_LENGTH) {
+      throw new AppError('invalid_request', `The description must be at most ${MAX_DESCRIPTION_LENGTH} characters.`, {
+        field: 'description',
+      });
+    }
+    const updated = await this.store.updateIntegration(
+      companyId,
+      integrationId,
+      valid,
+      this.now(),
+      this.audit('integration.update', 'integration', integrationId),
+    );
+    if (!updated) throw notFound('integration', integrationId);
+    return updated.after;
+  }
+
+  async deleteIntegration(companyId: string, integrationId: string): Promise<void> {
+    const deleted = await this.store.deleteIntegration(
+      companyId,
+      integrationId,
+      this.now(),
+      this.audit('integration.delete', 'integration', integrationId),
+    );
+    if (!deleted) throw notFound('integration', integrationId);
   }
 
   async createManagementKey(companyId: string, scopes: string[]) {
@@ -109,15 +175,20 @@ export class Management {
     }
     const key = issueApiKey(this.options.environment);
     const id = newId('key');
-    await this.store.createApiKey(companyId, {
-      id,
-      integrationId: null,
-      scopes: [...new Set(scopes)] as Scope[],
-      prefix: key.prefix,
-      hash: key.hash,
-      createdAt: this.now(),
-      expiresAt: null,
-    });
+    const uniqueScopes = [...new Set(scopes)] as Scope[];
+    await this.store.createApiKey(
+      companyId,
+      {
+        id,
+        integrationId: null,
+        scopes: uniqueScopes,
+        prefix: key.prefix,
+        hash: key.hash,
+        createdAt: this.now(),
+        expiresAt: null,
+      },
+      this.audit('management_key.create', 'key', id, { after: { scopes: uniqueScopes, prefix: key.prefix } }),
+    );
     return { id, apiKey: key.plaintext };
   }
 
@@ -139,15 +210,22 @@ export class Management {
       integrationId,
       { id, integrationId, scopes: [...INTEGRATION_SCOPES], prefix: key.prefix, hash: key.hash, createdAt: now, expiresAt: null },
       previousExpiresAt,
+      this.audit('key.rotate', 'integration', integrationId, {
+        after: { newKeyId: id, prefix: key.prefix, previousKeysExpireAt: previousExpiresAt },
+      }),
     );
     return { id, apiKey: key.plaintext, previousKeyExpiresAt: previousExpiresAt };
   }
 
   async revokeKey(companyId: string, keyId: string) {
-    const revokedAt = await this.store.revokeApiKey(companyId, keyId, this.now());
+    const revokedAt = await this.store.revokeApiKey(companyId, keyId, this.now(), this.audit('key.revoke', 'key', keyId));
     if (revokedAt === undefined) throw notFound('key', keyId);
     return { id: keyId, revokedAt };
   }
+
+  // --- keys and management keys ---
+
+  // --- members and company settings ---
 
   webhookUrl(integrationKey: string): string {
     return `${this.options.baseUrl}/api/webhooks/${integrationKey}`;

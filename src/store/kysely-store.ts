@@ -1,12 +1,21 @@
 import { Migrator, sql, type Kysely, type Transaction } from 'kysely';
+import type { PageCursor } from '../domain/cursor.js';
 import type { Scope } from '../domain/api-key.js';
 import { AppError } from '../errors.js';
 import type { Database } from './schema.js';
 import { IntakeMigrations, type DialectTypes } from './migrations/index.js';
+import { insertAudit, listAuditLog } from './queries/audit.js';
+import * as integrations from './queries/integrations.js';
+import * as sessions from './queries/sessions.js';
 import {
   DEFAULT_RETENTION_DAYS,
   IDEMPOTENCY_WINDOW_MS,
   type ApiKeyRecord,
+  type AuditEvent,
+  type AuditQuery,
+  type AuditRecord,
+  type IntegrationChanges,
+  type SessionRecord,
   type CommitOutcome,
   type Company,
   type Integration,
@@ -300,16 +309,19 @@ export class KyselyStore implements Store {
     }));
   }
 
-  async createCompany(company: Company): Promise<void> {
-    await this.db
-      .insertInto('companies')
-      .values({
-        id: company.id,
-        name: company.name,
-        retention_days: company.retentionDays,
-        created_at: company.createdAt,
-      })
-      .execute();
+  async createCompany(company: Company, audit?: AuditEvent): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('companies')
+        .values({
+          id: company.id,
+          name: company.name,
+          retention_days: company.retentionDays,
+          created_at: company.createdAt,
+        })
+        .execute();
+      await insertAudit(trx, company.id, audit);
+    });
   }
 
   async getCompany(companyId: string): Promise<Company | undefined> {
@@ -323,6 +335,7 @@ export class KyselyStore implements Store {
     companyId: string,
     user: NewUser,
     role: Role,
+    audit?: AuditEvent,
   ): Promise<{ id: string; email: string; created: boolean }> {
     return this.db.transaction().execute(async (trx) => {
       const existing = await trx
@@ -342,6 +355,7 @@ export class KyselyStore implements Store {
         .values({ company_id: companyId, user_id: userId, role, created_at: user.createdAt })
         .onConflict((oc) => oc.columns(['company_id', 'user_id']).doUpdateSet({ role }))
         .execute();
+      await insertAudit(trx, companyId, audit && { ...audit, targetId: userId });
       return { id: userId, email: existing?.email ?? user.email, created: !existing };
     });
   }
@@ -361,7 +375,7 @@ export class KyselyStore implements Store {
       .execute();
   }
 
-  async createIntegration(companyId: string, integration: Integration, firstKey: NewApiKey): Promise<void> {
+  async createIntegration(companyId: string, integration: Integration, firstKey: NewApiKey, audit?: AuditEvent): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
       await trx
         .insertInto('integrations')
@@ -380,6 +394,7 @@ export class KyselyStore implements Store {
         })
         .execute();
       await insertApiKey(trx, companyId, firstKey);
+      await insertAudit(trx, companyId, audit);
     });
   }
 
@@ -391,22 +406,17 @@ export class KyselyStore implements Store {
       .where('id', '=', integrationId)
       .where('deleted_at', 'is', null)
       .executeTakeFirst();
-    if (!row) return undefined;
-    return {
-      id: row.id,
-      companyId: row.company_id,
-      integrationKey: row.integration_key,
-      name: row.name,
-      description: row.description,
-      enabled: row.enabled === 1,
-      bodyLimitBytes: row.body_limit_bytes,
-      rateLimitPerMinute: row.rate_limit_per_minute,
-      createdAt: Number(row.created_at),
-      updatedAt: Number(row.updated_at),
-    };
+    return row && integrations.integrationOfRow(row);
   }
 
-  async setIntegrationEnabled(companyId: string, integrationId: string, enabled: boolean, at: number): Promise<boolean> {
+
+  async setIntegrationEnabled(
+    companyId: string,
+    integrationId: string,
+    enabled: boolean,
+    at: number,
+    audit?: AuditEvent,
+  ): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
       const result = await trx
         .updateTable('integrations')
@@ -417,12 +427,16 @@ export class KyselyStore implements Store {
         .executeTakeFirst();
       if (result.numUpdatedRows === 0n) return false;
       await recordAuthChange(trx, at);
+      await insertAudit(trx, companyId, audit);
       return true;
     });
   }
 
-  async createApiKey(companyId: string, key: NewApiKey): Promise<void> {
-    await this.db.transaction().execute((trx) => insertApiKey(trx, companyId, key));
+  async createApiKey(companyId: string, key: NewApiKey, audit?: AuditEvent): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await insertApiKey(trx, companyId, key);
+      await insertAudit(trx, companyId, audit);
+    });
   }
 
   async rotateIntegrationKey(
@@ -430,6 +444,7 @@ export class KyselyStore implements Store {
     integrationId: string,
     newKey: NewApiKey,
     previousExpiresAt: number,
+    audit?: AuditEvent,
   ): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
       await trx
@@ -442,10 +457,11 @@ export class KyselyStore implements Store {
         .execute();
       await insertApiKey(trx, companyId, newKey);
       await recordAuthChange(trx, newKey.createdAt);
+      await insertAudit(trx, companyId, audit);
     });
   }
 
-  async revokeApiKey(companyId: string, keyId: string, at: number): Promise<number | undefined> {
+  async revokeApiKey(companyId: string, keyId: string, at: number, audit?: AuditEvent): Promise<number | undefined> {
     return this.db.transaction().execute(async (trx) => {
       await trx
         .updateTable('api_keys')
@@ -462,6 +478,7 @@ export class KyselyStore implements Store {
         .executeTakeFirst();
       if (!row) return undefined;
       await recordAuthChange(trx, at);
+      await insertAudit(trx, companyId, audit);
       return Number(row.revoked_at);
     });
   }
@@ -487,6 +504,79 @@ export class KyselyStore implements Store {
       lastUsedIp: r.last_used_ip,
     }));
   }
+
+  listAuditLog(companyId: string, query: AuditQuery): Promise<AuditRecord[]> {
+    return listAuditLog(this.db, companyId, query);
+  }
+
+  findUserByEmail(email: string) {
+    return sessions.findUserByEmail(this.db, email);
+  }
+
+  async findUserById(userId: string) {
+    return this.db.selectFrom('users').select(['id', 'email']).where('id', '=', userId).executeTakeFirst();
+  }
+
+  listMembershipsOfUser(userId: string) {
+    return sessions.listMembershipsOfUser(this.db, userId);
+  }
+
+  createSession(session: SessionRecord): Promise<void> {
+    return sessions.createSession(this.db, session);
+  }
+
+  findSession(idHash: string, now: number): Promise<SessionRecord | undefined> {
+    return sessions.findSession(this.db, idHash, now);
+  }
+
+  async touchSession(idHash: string, at: number): Promise<void> {
+    await this.db.updateTable('sessions').set({ last_seen_at: at }).where('id_hash', '=', idHash).execute();
+  }
+
+  async deleteSession(idHash: string): Promise<void> {
+    await this.db.deleteFrom('sessions').where('id_hash', '=', idHash).execute();
+  }
+
+  async deleteSessionsOfUser(userId: string): Promise<number> {
+    const result = await this.db.deleteFrom('sessions').where('user_id', '=', userId).executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
+  // --- management API: integrations and keys ---
+  listIntegrations(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Integration[]> {
+    return integrations.listIntegrations(this.db, companyId, query);
+  }
+
+  async updateIntegration(companyId: string, integrationId: string, changes: IntegrationChanges, at: number, audit: AuditEvent) {
+    return this.db.transaction().execute(async (trx) => {
+      const result = await integrations.updateIntegration(trx, companyId, integrationId, changes, at);
+      if (!result) return undefined;
+      // The key cache holds enabled and the limits: every node must reload them.
+      await recordAuthChange(trx, at);
+      await insertAudit(trx, companyId, { ...audit, before: result.before, after: result.after });
+      return result;
+    });
+  }
+
+  async deleteIntegration(companyId: string, integrationId: string, at: number, audit: AuditEvent): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const result = await trx
+        .updateTable('integrations')
+        .set({ deleted_at: at, enabled: 0, updated_at: at })
+        .where('company_id', '=', companyId)
+        .where('id', '=', integrationId)
+        .where('deleted_at', 'is', null)
+        .executeTakeFirst();
+      if (result.numUpdatedRows === 0n) return false;
+      await recordAuthChange(trx, at);
+      await insertAudit(trx, companyId, audit);
+      return true;
+    });
+  }
+
+  // --- management API: webhooks, request log, usage ---
+
+  // --- management API: members and company settings ---
 
   async companyOfIntegration(integrationId: string): Promise<string | undefined> {
     const row = await this.db

@@ -15,6 +15,8 @@ export interface Database {
   request_log: RequestLogTable;
   auth_changes: AuthChangesTable;
   setup_tokens: SetupTokensTable;
+  audit_log: AuditLogTable;
+  sessions: SessionsTable;
 }
 
 export interface CompaniesTable {
@@ -66,6 +68,8 @@ export interface ApiKeysTable {
   revoked_at: number | null;
   last_used_at: number | null;
   last_used_ip: string | null;
+  /** What the key is for, as its creator put it ('' when unnamed). */
+  name: Generated<string>;
 }
 
 export interface WebhooksTable {
@@ -118,4 +122,31 @@ export interface SetupTokensTable {
   created_at: number;
   expires_at: number;
   used_at: number | null;
+}
+
+/** Every change made through the API, the panel or the CLI; before/after are JSON without secrets. */
+export interface AuditLogTable {
+  id: string;
+  company_id: string;
+  at: number;
+  actor_type: string;
+  actor_id: string | null;
+  actor_ip: string | null;
+  action: string;
+  target_type: string;
+  target_id: string;
+  before: string | null;
+  after: string | null;
+}
+
+/** Panel sessions, by the SHA-256 of the cookie's value. */
+export interface SessionsTable {
+  id_hash: string;
+  user_id: string;
+  csrf_token: string;
+  created_at: number;
+  last_seen_at: number;
+  expires_at: number;
+  ip: string | null;
+  user_agent: string | null;
 }

@@ -1,5 +1,6 @@
 import type { Scope } from '../domain/api-key.js';
-import type { Cursor } from '../domain/cursor.js';
+import type { Cursor, PageCursor } from '../domain/cursor.js';
+import type { Role } from '../domain/permissions.js';
 
 /**
  * The storage interface. Every method that reads or changes a company's data takes the
@@ -47,19 +48,30 @@ export interface Store {
 
   // Companies and users.
   /** Creates a tenant: the one write that has no company yet. */
-  createCompany(company: Company): Promise<void>;
+  createCompany(company: Company, audit?: AuditEvent): Promise<void>;
   getCompany(companyId: string): Promise<Company | undefined>;
   /** Creates the user (or finds it by email) and makes it a member with this role. */
-  addUser(companyId: string, user: NewUser, role: Role): Promise<{ id: string; email: string; created: boolean }>;
+  addUser(
+    companyId: string,
+    user: NewUser,
+    role: Role,
+    audit?: AuditEvent,
+  ): Promise<{ id: string; email: string; created: boolean }>;
   /** Across all companies: first run is when nobody exists yet. */
   countUsers(): Promise<number>;
   createSetupToken(tokenHash: string, createdAt: number, expiresAt: number): Promise<void>;
 
   // Integrations and keys.
-  createIntegration(companyId: string, integration: Integration, firstKey: NewApiKey): Promise<void>;
+  createIntegration(companyId: string, integration: Integration, firstKey: NewApiKey, audit?: AuditEvent): Promise<void>;
   getIntegration(companyId: string, integrationId: string): Promise<Integration | undefined>;
-  setIntegrationEnabled(companyId: string, integrationId: string, enabled: boolean, at: number): Promise<boolean>;
-  createApiKey(companyId: string, key: NewApiKey): Promise<void>;
+  setIntegrationEnabled(
+    companyId: string,
+    integrationId: string,
+    enabled: boolean,
+    at: number,
+    audit?: AuditEvent,
+  ): Promise<boolean>;
+  createApiKey(companyId: string, key: NewApiKey, audit?: AuditEvent): Promise<void>;
   /**
    * Adds `newKey` and makes every other live key of the integration expire by
    * `previousExpiresAt`; throws not_found (changing nothing) unless the integration is the
@@ -70,17 +82,51 @@ export interface Store {
     integrationId: string,
     newKey: NewApiKey,
     previousExpiresAt: number,
+    audit?: AuditEvent,
   ): Promise<void>;
   /** Revokes the key; the time it was revoked (the earlier one if it already was), or undefined. */
-  revokeApiKey(companyId: string, keyId: string, at: number): Promise<number | undefined>;
+  revokeApiKey(companyId: string, keyId: string, at: number, audit?: AuditEvent): Promise<number | undefined>;
   listApiKeys(companyId: string, integrationId: string): Promise<ApiKeyRecord[]>;
+
+  // Audit log: written by each change above in its own transaction (the `audit` argument).
+  listAuditLog(companyId: string, query: AuditQuery): Promise<AuditRecord[]>;
+
+  // Panel sessions and logins: a user is not a company's, so these take no company.
+  findUserByEmail(email: string): Promise<{ id: string; email: string; passwordHash: string } | undefined>;
+  findUserById(userId: string): Promise<{ id: string; email: string } | undefined>;
+  /** The companies the user belongs to, with the role in each. */
+  listMembershipsOfUser(userId: string): Promise<Array<{ companyId: string; companyName: string; role: Role }>>;
+  createSession(session: SessionRecord): Promise<void>;
+  /** The live session with this id hash (not expired at `now`), or undefined. */
+  findSession(idHash: string, now: number): Promise<SessionRecord | undefined>;
+  touchSession(idHash: string, at: number): Promise<void>;
+  deleteSession(idHash: string): Promise<void>;
+  deleteSessionsOfUser(userId: string): Promise<number>;
+
+  // --- management API: integrations and keys ---
+  /** The company's live integrations, newest first (cursor: created_at and id of the last). */
+  listIntegrations(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Integration[]>;
+  /** Changes a live integration; its state before and after, or undefined when there is none. */
+  updateIntegration(
+    companyId: string,
+    integrationId: string,
+    changes: IntegrationChanges,
+    at: number,
+    audit: AuditEvent,
+  ): Promise<{ before: Integration; after: Integration } | undefined>;
+  /** Deletes an integration: its address and keys stop working; false when there is none. */
+  deleteIntegration(companyId: string, integrationId: string, at: number, audit: AuditEvent): Promise<boolean>;
+
+  // --- management API: webhooks, request log, usage ---
+
+  // --- management API: members and company settings ---
 
   // Operator lookups for the CLI, which is given bare ids: which company owns this?
   companyOfIntegration(integrationId: string): Promise<string | undefined>;
   companyOfKey(keyId: string): Promise<string | undefined>;
 }
 
-export type Role = 'owner' | 'admin' | 'viewer';
+export type { Role } from '../domain/permissions.js';
 export const ROLES: readonly Role[] = ['owner', 'admin', 'viewer'];
 
 export interface Company {
@@ -109,6 +155,11 @@ export interface Integration {
   createdAt: number;
   updatedAt: number;
 }
+
+/** What an update may change in an integration. */
+export type IntegrationChanges = Partial<
+  Pick<Integration, 'name' | 'description' | 'enabled' | 'bodyLimitBytes' | 'rateLimitPerMinute'>
+>;
 
 export interface NewApiKey {
   id: string;
@@ -231,4 +282,52 @@ export interface StoredWebhook {
   rawBody: Buffer;
   headers: Record<string, string>;
   sourceIp: string;
+}
+
+/** Who made a change: a panel user, a management key, or an operator at the command line. */
+export interface Actor {
+  type: 'user' | 'key' | 'cli';
+  /** usr_… or key_…; the operating-system user for the CLI. */
+  id: string | null;
+  ip: string | null;
+}
+
+/** One change, recorded in the transaction that makes it. Never holds a key or a password. */
+export interface AuditEvent {
+  actor: Actor;
+  /** `integration.create`, `key.revoke`, … */
+  action: string;
+  targetType: string;
+  targetId: string;
+  before?: unknown;
+  after?: unknown;
+  at: number;
+}
+
+export interface AuditRecord extends AuditEvent {
+  id: string;
+  companyId: string;
+}
+
+export interface AuditQuery {
+  limit: number;
+  /** The last record of the previous page. */
+  cursor?: { at: number; id: string };
+  action?: string;
+  actorId?: string;
+  targetId?: string;
+  since?: number;
+  until?: number;
+}
+
+export interface SessionRecord {
+  idHash: string;
+  userId: string;
+  csrfToken: string;
+  createdAt: number;
+  lastSeenAt: number;
+  /** Absolute expiry; idle expiry is checked against lastSeenAt by the caller. */
+  expiresAt: number;
+  ip: string | null;
+  userAgent: string | null;
 }

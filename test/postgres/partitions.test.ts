@@ -237,7 +237,7 @@ describe('PostgreSQL day partitions', () => {
     const other = database.openAnother();
     const applied = await Promise.all([database.store.migrate(), other.migrate()]);
     const after = Date.now();
-    expect(applied.flat()).toEqual(['0001-initial', '0002-log-order-and-claim-age']);
+    expect(applied.flat()).toEqual(['0001-initial', '0002-log-order-and-claim-age', '0003-management']);
     for (const table of TABLES) {
       expect([preparedAt(table, before), preparedAt(table, after)]).toContainEqual(await partitionsOf(database, table));
     }

@@ -1,6 +1,7 @@
 import type { CreateTableBuilder, Kysely, Migration, MigrationProvider } from 'kysely';
 import * as initial from './0001-initial.js';
 import * as logOrderAndClaimAge from './0002-log-order-and-claim-age.js';
+import * as management from './0003-management.js';
 
 /**
  * What differs between dialects in a table definition; each store supplies its own, so a
@@ -38,6 +39,7 @@ type DialectMigration = { up(db: Kysely<unknown>, types: DialectTypes): Promise<
 const MIGRATIONS: Record<string, DialectMigration> = {
   '0001-initial': initial,
   '0002-log-order-and-claim-age': logOrderAndClaimAge,
+  '0003-management': management,
 };
 
 /** The migrations for Kysely's Migrator, bound to one dialect's types. */

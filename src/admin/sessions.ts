@@ -1,0 +1,111 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hashPassword, verifyPassword } from '../domain/password.js';
+import { AppError } from '../errors.js';
+import { RateLimiter } from '../intake/rate-limit.js';
+import type { Role, SessionRecord, Store } from '../store/store.js';
+
+export const SESSION_COOKIE = 'intake_session';
+/** A session unused this long ends (OWASP: idle timeout). */
+export const IDLE_TIMEOUT_MS = 12 * 60 * 60 * 1000;
+/** A session ends this long after sign-in whatever happens (OWASP: absolute timeout). */
+export const ABSOLUTE_TIMEOUT_MS = 7 * 24 * 60 * 60 * 1000;
+/** last_seen_at is written at most this often, so reading pages costs no write each. */
+const TOUCH_EVERY_MS = 60 * 1000;
+/** Failed sign-ins allowed per minute, per account and per IP, before 429. */
+const FAILURES_PER_MINUTE_PER_ACCOUNT = 5;
+const FAILURES_PER_MINUTE_PER_IP = 20;
+
+export interface SignedIn {
+  /** The cookie's value: shown to the browser once, stored only as its SHA-256. */
+  cookieValue: string;
+  session: SessionRecord;
+  user: { id: string; email: string };
+  companies: Array<{ companyId: string; companyName: string; role: Role }>;
+}
+
+/**
+ * Panel sessions, kept server-side: the cookie holds 256 random bits, the database their
+ * SHA-256, so a leaked database cannot be replayed as cookies. Each session has its own
+ * CSRF token, which state-changing requests must send back in a header (synchronizer token
+ * pattern); a cross-site form cannot read it.
+ */
+export class Sessions {
+  private readonly failures = new RateLimiter();
+  /** Verified against when the email is unknown, so both failures take the same time. */
+  private readonly decoy = hashPassword(randomBytes(16).toString('hex'));
+
+  constructor(
+    private readonly store: Store,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Signs in; one message for a wrong email and a wrong password alike. */
+  async signIn(email: string, password: string, ip: string, userAgent: string | null): Promise<SignedIn> {
+    const account = email.trim().toLowerCase();
+    if (this.throttled(`ip:${ip}`, FAILURES_PER_MINUTE_PER_IP) || this.throttled(`account:${account}`, FAILURES_PER_MINUTE_PER_ACCOUNT)) {
+      throw new AppError('rate_limited', 'Too many failed sign-ins; wait a minute and try again.', { retryAfterSeconds: 60 });
+    }
+    const user = await this.store.findUserByEmail(account);
+    const valid = await verifyPassword(password, user?.passwordHash ?? (await this.decoy));
+    if (!user || !valid) {
+      this.failures.take(`ip:${ip}`, FAILURES_PER_MINUTE_PER_IP);
+      this.failures.take(`account:${account}`, FAILURES_PER_MINUTE_PER_ACCOUNT);
+      throw new AppError('invalid_credentials');
+    }
+    const now = this.now();
+    // A new id at every sign-in: a session id planted before sign-in is worth nothing.
+    const cookieValue = randomBytes(32).toString('base64url');
+    const session: SessionRecord = {
+      idHash: sessionHash(cookieValue),
+      userId: user.id,
+      csrfToken: randomBytes(32).toString('base64url'),
+      createdAt: now,
+      lastSeenAt: now,
+      expiresAt: now + ABSOLUTE_TIMEOUT_MS,
+      ip,
+      userAgent: userAgent?.slice(0, 512) ?? null,
+    };
+    await this.store.createSession(session);
+    const companies = await this.store.listMembershipsOfUser(user.id);
+    return { cookieValue, session, user: { id: user.id, email: user.email }, companies };
+  }
+
+  /** The live session behind a cookie value, or undefined (expired, idle too long, unknown). */
+  async resume(cookieValue: string): Promise<SessionRecord | undefined> {
+    const now = this.now();
+    const idHash = sessionHash(cookieValue);
+    const session = await this.store.findSession(idHash, now);
+    if (!session) return undefined;
+    if (now - session.lastSeenAt > IDLE_TIMEOUT_MS) {
+      await this.store.deleteSession(idHash);
+      return undefined;
+    }
+    if (now - session.lastSeenAt > TOUCH_EVERY_MS) await this.store.touchSession(idHash, now);
+    return session;
+  }
+
+  async signOut(session: SessionRecord): Promise<void> {
+    await this.store.deleteSession(session.idHash);
+  }
+
+  /** Ends every session of the user, on every device. */
+  async signOutEverywhere(userId: string): Promise<number> {
+    return this.store.deleteSessionsOfUser(userId);
+  }
+
+  private throttled(bucket: string, perMinute: number): boolean {
+    return this.failures.peek(bucket, perMinute) > 0;
+  }
+}
+
+/** Whether the header carries the session's CSRF token (compared in constant time). */
+export function csrfTokenMatches(session: SessionRecord, header: string | undefined): boolean {
+  if (header === undefined) return false;
+  const expected = Buffer.from(session.csrfToken);
+  const given = Buffer.from(header);
+  return expected.length === given.length && timingSafeEqual(expected, given);
+}
+
+function sessionHash(cookieValue: string): string {
+  return createHash('sha256').update(cookieValue).digest('hex');
+}

@@ -1,0 +1,130 @@
+import type {} from '@fastify/cookie';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { csrfTokenMatches, SESSION_COOKIE, type Sessions } from '../admin/sessions.js';
+import type { Config } from '../config.js';
+import { permissionsOfScopes, ROLE_PERMISSIONS, type Permission } from '../domain/permissions.js';
+import { AppError } from '../errors.js';
+import type { Authenticator } from '../intake/authenticate.js';
+import type { KeyCache } from '../intake/key-cache.js';
+import { Management } from '../services/management.js';
+import type { Actor, Role, SessionRecord, Store } from '../store/store.js';
+
+export interface ApiDeps {
+  config: Config;
+  store: Store;
+  authenticator: Authenticator;
+  keyCache: KeyCache;
+  sessions: Sessions;
+}
+
+/** Who is calling /api/v1, for which company, allowed to do what. */
+export interface Principal {
+  companyId: string;
+  actor: Actor;
+  permissions: ReadonlySet<Permission>;
+  /** Set when the caller signed in to the panel (absent for a management key). */
+  session?: SessionRecord;
+  role?: Role;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+  interface FastifyContextConfig {
+    /** What a route needs; a route without it is open to any authenticated caller of the company. */
+    permission?: Permission;
+    /** Reachable without authentication (sign-in). */
+    public?: boolean;
+    /** For a signed-in session only, and about the user, not a company (sign-out, who am I). */
+    sessionOnly?: boolean;
+  }
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * The onRequest hook of /api/v1: a management key (X-API-Key) or a panel session (cookie,
+ * with X-CSRF-Token on every change) becomes a Principal; then the route's permission is
+ * checked. A key wins when both are sent. Integration keys are valid keys without any
+ * management permission: 403.
+ */
+export function authenticateApi(deps: ApiDeps) {
+  return async (request: FastifyRequest): Promise<void> => {
+    request.principal = null;
+    if (request.routeOptions.config.public) return;
+    const principal = await resolvePrincipal(deps, request);
+    const needed = request.routeOptions.config.permission;
+    if (needed !== undefined && !principal.permissions.has(needed)) {
+      throw new AppError(principal.session ? 'role_required' : 'insufficient_permissions');
+    }
+    request.principal = principal;
+  };
+}
+
+async function resolvePrincipal(deps: ApiDeps, request: FastifyRequest): Promise<Principal> {
+  const apiKey = request.headers['x-api-key'];
+  const cookie = request.cookies[SESSION_COOKIE];
+  if (apiKey !== undefined || cookie === undefined) {
+    const grant = await deps.authenticator.liveGrant(typeof apiKey === 'string' ? apiKey : undefined, Date.now());
+    if (grant instanceof AppError) throw grant;
+    // An integration's key (webhooks:*) is valid here but may do nothing.
+    if (grant.integrationId !== null || request.routeOptions.config.sessionOnly) throw new AppError('insufficient_permissions');
+    return {
+      companyId: grant.companyId,
+      actor: { type: 'key', id: grant.keyId, ip: request.ip },
+      permissions: permissionsOfScopes(grant.scopes),
+    };
+  }
+  const session = await deps.sessions.resume(cookie);
+  if (!session) throw new AppError('not_signed_in');
+  if (!SAFE_METHODS.has(request.method) && !csrfTokenMatches(session, header(request, 'x-csrf-token'))) {
+    throw new AppError('csrf_failed');
+  }
+  const actor: Actor = { type: 'user', id: session.userId, ip: request.ip };
+  if (request.routeOptions.config.sessionOnly) return { companyId: '', actor, permissions: new Set(), session };
+  const memberships = await deps.store.listMembershipsOfUser(session.userId);
+  const chosen = header(request, 'x-company-id');
+  const membership =
+    chosen === undefined ? (memberships.length === 1 ? memberships[0] : undefined) : memberships.find((m) => m.companyId === chosen);
+  if (!membership) {
+    if (chosen !== undefined) throw new AppError('not_found', `No company with id ${chosen}.`);
+    throw new AppError('invalid_request', 'You belong to several companies: name one in the X-Company-Id header.', {
+      field: 'X-Company-Id',
+    });
+  }
+  return {
+    companyId: membership.companyId,
+    actor,
+    permissions: new Set(ROLE_PERMISSIONS[membership.role]),
+    session,
+    role: membership.role,
+  };
+}
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+/** The authenticated caller of a route that is not public. */
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw new Error('an /api/v1 route ran without its authentication hook');
+  return request.principal;
+}
+
+/** The change service acting for this request's caller (their audit records name them). */
+export function managementFor(deps: ApiDeps, request: FastifyRequest): Management {
+  const principal = principalOf(request);
+  const management = new Management(
+    deps.store,
+    { environment: deps.config.environment, baseUrl: deps.config.baseUrl, defaultBodyLimit: deps.config.defaultBodyLimit },
+    principal.actor,
+  );
+  return management;
+}
+
+/** For handlers that answer 204. */
+export function noContent(reply: FastifyReply): FastifyReply {
+  return reply.code(204).send();
+}

@@ -1,0 +1,180 @@
+import { Type } from 'typebox';
+import { decodePageCursor, encodePageCursor } from '../domain/cursor.js';
+import type { AppInstance } from '../app.js';
+import { AppError } from '../errors.js';
+import type { Integration } from '../store/store.js';
+import { managementFor, noContent, principalOf, type ApiDeps } from './context.js';
+import { ERROR_RESPONSES, Id, Page, PageQuery, Timestamp, iso } from './schemas.js';
+
+const MAX_BODY_LIMIT = 16 * 1024 * 1024;
+
+export const IntegrationSchema = Type.Object(
+  {
+    id: Id('int'),
+    name: Type.String(),
+    description: Type.String(),
+    enabled: Type.Boolean({ description: 'A disabled integration refuses webhooks (403) but its log stays readable.' }),
+    integration_key: Type.String({ description: 'The public last segment of the webhook address.' }),
+    webhook_url: Type.String({ description: `The address to send webhooks to (also under /api/webhook/).` }),
+    body_limit_bytes: Type.Integer(),
+    rate_limit_per_minute: Type.Union([Type.Integer(), Type.Null()], { description: 'null: no limit.' }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { $id: 'Integration' },
+);
+
+const Editable = {
+  name: Type.String({ minLength: 1, maxLength: 200 }),
+  description: Type.String({ maxLength: 2000 }),
+  body_limit_bytes: Type.Integer({ minimum: 1, maximum: MAX_BODY_LIMIT }),
+  rate_limit_per_minute: Type.Union([Type.Integer({ minimum: 1, maximum: 1_000_000 }), Type.Null()]),
+};
+
+const IntegrationParams = Type.Object({ integration_id: Id('int') });
+
+/** /api/v1/integrations: the company's integrations. */
+export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promise<void> {
+  const tags = ['Integrations'];
+  const present = (integration: Integration) => presentIntegration(deps, integration);
+
+  app.get(
+    '/integrations',
+    {
+      config: { permission: 'integrations:read' },
+      schema: {
+        tags,
+        summary: 'List integrations',
+        description: 'Newest first.',
+        querystring: Type.Object(PageQuery),
+        response: { 200: Page(IntegrationSchema), ...ERROR_RESPONSES },
+      },
+    },
+    async (request) => {
+      const { companyId } = principalOf(request);
+      const { limit, cursor } = request.query;
+      const rows = await deps.store.listIntegrations(companyId, {
+        limit: limit + 1,
+        cursor: cursor === undefined ? undefined : decodePageCursor(cursor),
+      });
+      const page = rows.slice(0, limit);
+      const last = page.at(-1);
+      return {
+        data: page.map(present),
+        next_cursor: rows.length > limit && last ? encodePageCursor({ at: last.createdAt, id: last.id }) : null,
+      };
+    },
+  );
+
+  app.post(
+    '/integrations',
+    {
+      config: { permission: 'integrations:manage' },
+      schema: {
+        tags,
+        summary: 'Create an integration',
+        description: 'Returns the integration and its first API key. The key is shown only in this answer.',
+        body: Type.Object({ ...Editable, description: Type.Optional(Editable.description), body_limit_bytes: Type.Optional(Editable.body_limit_bytes), rate_limit_per_minute: Type.Optional(Editable.rate_limit_per_minute) }),
+        response: {
+          201: Type.Object({
+            integration: IntegrationSchema,
+            api_key: Type.String({ description: 'Shown once: store it now.' }),
+            key_id: Id('key'),
+          }),
+          ...ERROR_RESPONSES,
+        },
+      },
+    },
+    async (request, reply) => {
+      const { companyId } = principalOf(request);
+      const body = request.body;
+      const created = await managementFor(deps, request).createIntegration(companyId, {
+        name: body.name,
+        description: body.description,
+        bodyLimitBytes: body.body_limit_bytes,
+        rateLimitPerMinute: body.rate_limit_per_minute,
+      });
+      return reply.code(201).send({ integration: present(created.integration), api_key: created.apiKey, key_id: created.keyId });
+    },
+  );
+
+  app.get(
+    '/integrations/:integration_id',
+    {
+      config: { permission: 'integrations:read' },
+      schema: {
+        tags,
+        summary: 'Read an integration',
+        params: IntegrationParams,
+        response: { 200: IntegrationSchema, ...ERROR_RESPONSES },
+      },
+    },
+    async (request) => {
+      const { companyId } = principalOf(request);
+      const integration = await deps.store.getIntegration(companyId, request.params.integration_id);
+      if (!integration) throw new AppError('not_found', `No integration with id ${request.params.integration_id}.`);
+      return present(integration);
+    },
+  );
+
+  app.patch(
+    '/integrations/:integration_id',
+    {
+      config: { permission: 'integrations:manage' },
+      schema: {
+        tags,
+        summary: 'Update an integration',
+        description: 'Changes only the fields sent. Disabling takes effect on every node within a second.',
+        params: IntegrationParams,
+        body: Type.Partial(Type.Object({ ...Editable, enabled: Type.Boolean() }), { minProperties: 1 }),
+        response: { 200: IntegrationSchema, ...ERROR_RESPONSES },
+      },
+    },
+    async (request) => {
+      const { companyId } = principalOf(request);
+      const body = request.body;
+      const updated = await managementFor(deps, request).updateIntegration(companyId, request.params.integration_id, {
+        ...(body.name !== undefined && { name: body.name }),
+        ...(body.description !== undefined && { description: body.description }),
+        ...(body.enabled !== undefined && { enabled: body.enabled }),
+        ...(body.body_limit_bytes !== undefined && { bodyLimitBytes: body.body_limit_bytes }),
+        ...(body.rate_limit_per_minute !== undefined && { rateLimitPerMinute: body.rate_limit_per_minute }),
+      });
+      return present(updated);
+    },
+  );
+
+  app.delete(
+    '/integrations/:integration_id',
+    {
+      config: { permission: 'integrations:manage' },
+      schema: {
+        tags,
+        summary: 'Delete an integration',
+        description: 'Its address and keys stop working on every node within a second. Its webhooks leave with retention.',
+        params: IntegrationParams,
+        response: { 204: Type.Null(), ...ERROR_RESPONSES },
+      },
+    },
+    async (request, reply) => {
+      const { companyId } = principalOf(request);
+      await managementFor(deps, request).deleteIntegration(companyId, request.params.integration_id);
+      return noContent(reply);
+    },
+  );
+}
+
+export function presentIntegration(deps: ApiDeps, integration: Integration) {
+  return {
+    id: integration.id,
+    name: integration.name,
+    description: integration.description,
+    enabled: integration.enabled,
+    integration_key: integration.integrationKey,
+    webhook_url: `${deps.config.baseUrl}/api/webhooks/${integration.integrationKey}`,
+    body_limit_bytes: integration.bodyLimitBytes,
+    rate_limit_per_minute: integration.rateLimitPerMinute,
+    created_at: iso(integration.createdAt),
+    updated_at: iso(integration.updatedAt),
+  };
+}

@@ -1,0 +1,70 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { PageCursor } from '../../domain/cursor.js';
+import type { Database, IntegrationsTable } from '../schema.js';
+import type { Integration, IntegrationChanges } from '../store.js';
+
+export function integrationOfRow(row: Selectable<IntegrationsTable>): Integration {
+  return {
+    id: row.id,
+    companyId: row.company_id,
+    integrationKey: row.integration_key,
+    name: row.name,
+    description: row.description,
+    enabled: row.enabled === 1,
+    bodyLimitBytes: row.body_limit_bytes,
+    rateLimitPerMinute: row.rate_limit_per_minute,
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+  };
+}
+
+/** The company's live integrations, newest first. */
+export async function listIntegrations(
+  db: Kysely<Database>,
+  companyId: string,
+  query: { limit: number; cursor?: PageCursor },
+): Promise<Integration[]> {
+  let select = db.selectFrom('integrations').selectAll().where('company_id', '=', companyId).where('deleted_at', 'is', null);
+  const cursor = query.cursor;
+  if (cursor) {
+    select = select.where((eb) =>
+      eb.or([eb('created_at', '<', cursor.at), eb.and([eb('created_at', '=', cursor.at), eb('id', '<', cursor.id)])]),
+    );
+  }
+  const rows = await select.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(query.limit).execute();
+  return rows.map(integrationOfRow);
+}
+
+/** Applies `changes` to a live integration of the company; its state before and after, or undefined. */
+export async function updateIntegration(
+  trx: Kysely<Database>,
+  companyId: string,
+  integrationId: string,
+  changes: IntegrationChanges,
+  at: number,
+): Promise<{ before: Integration; after: Integration } | undefined> {
+  const row = await trx
+    .selectFrom('integrations')
+    .selectAll()
+    .where('company_id', '=', companyId)
+    .where('id', '=', integrationId)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  const before = integrationOfRow(row);
+  const after: Integration = { ...before, ...changes, updatedAt: at };
+  await trx
+    .updateTable('integrations')
+    .set({
+      name: after.name,
+      description: after.description,
+      enabled: after.enabled ? 1 : 0,
+      body_limit_bytes: after.bodyLimitBytes,
+      rate_limit_per_minute: after.rateLimitPerMinute,
+      updated_at: at,
+    })
+    .where('company_id', '=', companyId)
+    .where('id', '=', integrationId)
+    .execute();
+  return { before, after };
+}
