@@ -19,6 +19,14 @@ const ON_BOTH_DATABASES = [
   'test/read-routes.test.ts',
   'test/request-log.test.ts',
   'test/e2e.test.ts',
+  'test/api/logs.test.ts',
+  'test/api/requests-usage.test.ts',
+  'test/api/integrations.test.ts',
+  'test/api/keys.test.ts',
+  'test/api/management-keys.test.ts',
+  'test/api/auth.test.ts',
+  'test/api/members.test.ts',
+  'test/api/contract.test.ts',
 ];
 
 const postgres = await probePostgres(TEST_POSTGRES_URL);

@@ -42,6 +42,17 @@ declare module 'fastify' {
     /** The error code this request was answered with, for the request log. */
     errorCode: ErrorCode | undefined;
   }
+  interface FastifyInstance {
+    /** Every route registered (HEAD aside), so tests can hold the OpenAPI document and the audit table to them. */
+    readonly registeredRoutes: readonly RegisteredRoute[];
+  }
+}
+
+export interface RegisteredRoute {
+  method: string;
+  url: string;
+  /** Left out of the OpenAPI document on purpose (`schema.hide`). */
+  hidden: boolean;
 }
 
 /** Builds the whole service without listening: main.ts listens, tests inject. */
@@ -74,6 +85,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   app.decorateRequest('errorCode', undefined);
   app.setErrorHandler((error, request, reply) => renderError(toAppError(error as Error, request), request, reply));
   const knownRoutes = trackRoutes(app);
+  app.decorate('registeredRoutes', { getter: () => knownRoutes.list });
   app.setNotFoundHandler((request, reply) => {
     const allowed = knownRoutes.methodsFor(request.url);
     const error =
@@ -158,9 +170,11 @@ function toAppError(error: FastifyError | AppError | Error, request: FastifyRequ
 function trackRoutes(app: AppInstance) {
   const router = FindMyWay({ ignoreTrailingSlash: true });
   const methodsByPath = new Map<string, Set<string>>();
+  const list: RegisteredRoute[] = [];
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) {
       if (method === 'HEAD') continue;
+      list.push({ method, url: route.url, hidden: route.schema?.hide === true });
       const methods = methodsByPath.get(route.url) ?? new Set<string>();
       if (methods.size === 0) {
         methodsByPath.set(route.url, methods);
@@ -170,6 +184,7 @@ function trackRoutes(app: AppInstance) {
     }
   });
   return {
+    list: list as readonly RegisteredRoute[],
     methodsFor(url: string): string[] {
       const found = router.find('GET' as HTTPMethod, url.split('?', 1)[0]!);
       const path = (found?.store as { path?: string } | undefined)?.path;

@@ -111,6 +111,23 @@ describe(`query plans (${dialect})`, () => {
       const range = { since: now - 20 * 3_600_000, until: now - 2 * 3_600_000 };
       captured.set('by time range', await only(() => list({ limit: PAGE, ...range })));
       captured.set('request log', await only(() => observed.listRequestLog(keeper, owner!.integrationId, PAGE)));
+      // The management API's reads across a company.
+      const company = (query: Omit<Parameters<typeof store.listCompanyWebhooks>[1], 'limit'>) =>
+        observed.listCompanyWebhooks(keeper, { limit: PAGE, ...query });
+      captured.set('company newest page', await only(() => company({})));
+      const companyNext = (await store.listCompanyWebhooks(keeper, { limit: PAGE })).next!;
+      captured.set('company next page (cursor)', await only(() => company({ cursor: companyNext })));
+      captured.set('company by event', await only(() => company({ event: 'charge.failed' })));
+      captured.set('company request log', await only(() => observed.listCompanyRequestLog(keeper, { limit: PAGE })));
+      const lastLog = (await store.listCompanyRequestLog(keeper, { limit: PAGE })).at(-1)!;
+      captured.set(
+        'company request log, next page',
+        await only(() => observed.listCompanyRequestLog(keeper, { limit: PAGE, cursor: { at: lastLog.receivedAt, id: lastLog.id } })),
+      );
+      captured.set(
+        'usage of a few minutes',
+        await only(() => observed.countUsage(keeper, { bucketMs: 60_000, since: now - 12 * 3_600_000, until: now - 11.8 * 3_600_000 })),
+      );
     } finally {
       await observed.close();
     }
@@ -174,6 +191,30 @@ describe(`query plans (${dialect})`, () => {
     // The index holds (integration, time, id), the query's whole order: nothing to sort,
     // not even the rows of one millisecond.
     expect(plan.sorts, plan.text).toEqual([]);
+  });
+
+  test.each([
+    ['company newest page', 'webhooks_company_time'],
+    ['company next page (cursor)', 'webhooks_company_time'],
+    ['company by event', 'webhooks_company_time'],
+  ])('listCompanyWebhooks, %s: through %s, newest first without a sort', async (name, index) => {
+    const plan = await explain(name);
+    expectIndexedReads(plan, 'webhooks', [index]);
+    expect(plan.sorts, plan.text).toEqual([]);
+  });
+
+  test.each(['company request log', 'company request log, next page'])(
+    'listCompanyRequestLog, %s: through request_log_company_time, in index order with no sort',
+    async (name) => {
+      const plan = await explain(name);
+      expectIndexedReads(plan, 'request_log', ['request_log_company_time']);
+      expect(plan.sorts, plan.text).toEqual([]);
+    },
+  );
+
+  test('countUsage reads only its time range, through request_log_company_time', async () => {
+    // Grouping may sort the range's rows; reading whole partitions is what must not happen.
+    expectIndexedReads(await explain('usage of a few minutes'), 'request_log', ['request_log_company_time']);
   });
 
   test.each([

@@ -1,7 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { hashPassword, verifyPassword } from '../domain/password.js';
 import { AppError } from '../errors.js';
-import { RateLimiter } from '../intake/rate-limit.js';
 import type { Role, SessionRecord, Store } from '../store/store.js';
 
 export const SESSION_COOKIE = 'intake_session';
@@ -11,9 +10,10 @@ export const IDLE_TIMEOUT_MS = 12 * 60 * 60 * 1000;
 export const ABSOLUTE_TIMEOUT_MS = 7 * 24 * 60 * 60 * 1000;
 /** last_seen_at is written at most this often, so reading pages costs no write each. */
 const TOUCH_EVERY_MS = 60 * 1000;
-/** Failed sign-ins allowed per minute, per account and per IP, before 429. */
-const FAILURES_PER_MINUTE_PER_ACCOUNT = 5;
-const FAILURES_PER_MINUTE_PER_IP = 20;
+/** Failed sign-ins allowed per window, per account and per IP; then 429 until the window ends. */
+const FAILURE_WINDOW_MS = 15 * 60 * 1000;
+const FAILURES_PER_ACCOUNT = 5;
+const FAILURES_PER_IP = 20;
 
 export interface SignedIn {
   /** The cookie's value: shown to the browser once, stored only as its SHA-256. */
@@ -30,26 +30,34 @@ export interface SignedIn {
  * pattern); a cross-site form cannot read it.
  */
 export class Sessions {
-  private readonly failures = new RateLimiter();
+  private readonly failures: FailureWindows;
   /** Verified against when the email is unknown, so both failures take the same time. */
   private readonly decoy = hashPassword(randomBytes(16).toString('hex'));
 
   constructor(
     private readonly store: Store,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.failures = new FailureWindows(FAILURE_WINDOW_MS, now);
+  }
 
   /** Signs in; one message for a wrong email and a wrong password alike. */
   async signIn(email: string, password: string, ip: string, userAgent: string | null): Promise<SignedIn> {
     const account = email.trim().toLowerCase();
-    if (this.throttled(`ip:${ip}`, FAILURES_PER_MINUTE_PER_IP) || this.throttled(`account:${account}`, FAILURES_PER_MINUTE_PER_ACCOUNT)) {
-      throw new AppError('rate_limited', 'Too many failed sign-ins; wait a minute and try again.', { retryAfterSeconds: 60 });
+    const wait = Math.max(
+      this.failures.blockedFor(`ip:${ip}`, FAILURES_PER_IP),
+      this.failures.blockedFor(`account:${account}`, FAILURES_PER_ACCOUNT),
+    );
+    if (wait > 0) {
+      throw new AppError('rate_limited', 'Too many failed sign-ins; wait and try again.', {
+        retryAfterSeconds: Math.ceil(wait / 1000),
+      });
     }
     const user = await this.store.findUserByEmail(account);
     const valid = await verifyPassword(password, user?.passwordHash ?? (await this.decoy));
     if (!user || !valid) {
-      this.failures.take(`ip:${ip}`, FAILURES_PER_MINUTE_PER_IP);
-      this.failures.take(`account:${account}`, FAILURES_PER_MINUTE_PER_ACCOUNT);
+      this.failures.count(`ip:${ip}`);
+      this.failures.count(`account:${account}`);
       throw new AppError('invalid_credentials');
     }
     const now = this.now();
@@ -93,8 +101,37 @@ export class Sessions {
     return this.store.deleteSessionsOfUser(userId);
   }
 
-  private throttled(bucket: string, perMinute: number): boolean {
-    return this.failures.peek(bucket, perMinute) > 0;
+}
+
+/**
+ * Failed sign-ins counted in fixed windows: past the limit, a key (account or IP) is
+ * refused until its window ends, so a slow guesser gets no more tries than a fast one.
+ */
+class FailureWindows {
+  private windows = new Map<string, { startedAt: number; failures: number }>();
+
+  constructor(
+    private readonly windowMs: number,
+    private readonly now: () => number,
+  ) {}
+
+  count(key: string): void {
+    const now = this.now();
+    const window = this.windows.get(key);
+    if (!window || now - window.startedAt >= this.windowMs) this.windows.set(key, { startedAt: now, failures: 1 });
+    else window.failures++;
+    if (this.windows.size > 100_000) this.forgetEnded(now);
+  }
+
+  /** Milliseconds until `key` may try again (0: now). */
+  blockedFor(key: string, limit: number): number {
+    const window = this.windows.get(key);
+    if (!window || window.failures < limit) return 0;
+    return Math.max(0, window.startedAt + this.windowMs - this.now());
+  }
+
+  private forgetEnded(now: number): void {
+    for (const [key, window] of this.windows) if (now - window.startedAt >= this.windowMs) this.windows.delete(key);
   }
 }
 

@@ -89,6 +89,8 @@ async function resolvePrincipal(deps: ApiDeps, request: FastifyRequest): Promise
     chosen === undefined ? (memberships.length === 1 ? memberships[0] : undefined) : memberships.find((m) => m.companyId === chosen);
   if (!membership) {
     if (chosen !== undefined) throw new AppError('not_found', `No company with id ${chosen}.`);
+    // Removed from their last company: the session still stands, but reaches nothing.
+    if (memberships.length === 0) throw new AppError('role_required', 'You are not a member of any company.');
     throw new AppError('invalid_request', 'You belong to several companies: name one in the X-Company-Id header.', {
       field: 'X-Company-Id',
     });

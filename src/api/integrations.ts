@@ -1,10 +1,9 @@
 import { Type } from 'typebox';
-import { decodePageCursor, encodePageCursor } from '../domain/cursor.js';
 import type { AppInstance } from '../app.js';
 import { AppError } from '../errors.js';
 import type { Integration } from '../store/store.js';
 import { managementFor, noContent, principalOf, type ApiDeps } from './context.js';
-import { ERROR_RESPONSES, Id, Page, PageQuery, Timestamp, iso } from './schemas.js';
+import { ERROR_RESPONSES, Id, NullableInteger, Page, PageQuery, Timestamp, iso, pageOf } from './schemas.js';
 
 const MAX_BODY_LIMIT = 16 * 1024 * 1024;
 
@@ -28,7 +27,7 @@ const Editable = {
   name: Type.String({ minLength: 1, maxLength: 200 }),
   description: Type.String({ maxLength: 2000 }),
   body_limit_bytes: Type.Integer({ minimum: 1, maximum: MAX_BODY_LIMIT }),
-  rate_limit_per_minute: Type.Union([Type.Integer({ minimum: 1, maximum: 1_000_000 }), Type.Null()]),
+  rate_limit_per_minute: NullableInteger({ minimum: 1, maximum: 1_000_000, description: 'Requests per minute; null: no limit.' }),
 };
 
 const IntegrationParams = Type.Object({ integration_id: Id('int') });
@@ -52,17 +51,12 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
     },
     async (request) => {
       const { companyId } = principalOf(request);
-      const { limit, cursor } = request.query;
-      const rows = await deps.store.listIntegrations(companyId, {
-        limit: limit + 1,
-        cursor: cursor === undefined ? undefined : decodePageCursor(cursor),
-      });
-      const page = rows.slice(0, limit);
-      const last = page.at(-1);
-      return {
-        data: page.map(present),
-        next_cursor: rows.length > limit && last ? encodePageCursor({ at: last.createdAt, id: last.id }) : null,
-      };
+      const page = await pageOf(
+        request.query,
+        (query) => deps.store.listIntegrations(companyId, query),
+        (last) => ({ at: last.createdAt, id: last.id }),
+      );
+      return { data: page.items.map(present), next_cursor: page.next_cursor };
     },
   );
 

@@ -1,4 +1,5 @@
 import { Type, type TSchema } from 'typebox';
+import { decodePageCursor, encodePageCursor, type PageCursor } from '../domain/cursor.js';
 
 /**
  * Shapes shared by every /api/v1 route. They validate requests, type the handlers and
@@ -55,3 +56,29 @@ export function iso(ms: number | null): string | null {
 export const RoleSchema = Type.Union([Type.Literal('owner'), Type.Literal('admin'), Type.Literal('viewer')], {
   description: 'owner: everything; admin: integrations and keys; viewer: reads only.',
 });
+
+/**
+ * An integer or null, as one schema with two types. (A union of two schemas would let
+ * Fastify's type coercion turn a refused 0 into null, which means something else.)
+ */
+export const NullableInteger = (options: { minimum: number; maximum: number; description?: string }) =>
+  Type.Unsafe<number | null>({ type: ['integer', 'null'], ...options });
+
+/**
+ * One page of a list, the same way on every route: the store is asked for one row more
+ * than `limit`, which tells whether another page follows, and the cursor is the sort key
+ * (time, id) of the last row shown.
+ */
+export async function pageOf<T>(
+  query: { limit: number; cursor?: string },
+  fetch: (page: { limit: number; cursor?: PageCursor }) => Promise<T[]>,
+  sortKey: (item: T) => PageCursor,
+): Promise<{ items: T[]; next_cursor: string | null }> {
+  const rows = await fetch({
+    limit: query.limit + 1,
+    ...(query.cursor !== undefined && { cursor: decodePageCursor(query.cursor) }),
+  });
+  const items = rows.slice(0, query.limit);
+  const last = items.at(-1);
+  return { items, next_cursor: rows.length > query.limit && last ? encodePageCursor(sortKey(last)) : null };
+}

@@ -78,3 +78,16 @@ export function hashesEqual(a: string, b: string): boolean {
 
 export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 60 * 60;
 export const MAX_ROTATION_GRACE_SECONDS = 7 * 24 * 60 * 60;
+
+/** A key that stops working within this long is shown as expiring (a rotated key's grace period fits). */
+export const EXPIRING_WITHIN_MS = MAX_ROTATION_GRACE_SECONDS * 1000;
+
+export type KeyStatus = 'active' | 'expiring' | 'expired' | 'revoked';
+
+/** How a key stands at `now`: revoked wins over expired, expired over expiring. */
+export function keyStatus(key: { revokedAt: number | null; expiresAt: number | null }, now: number): KeyStatus {
+  if (key.revokedAt !== null) return 'revoked';
+  if (key.expiresAt === null) return 'active';
+  if (key.expiresAt <= now) return 'expired';
+  return key.expiresAt - now <= EXPIRING_WITHIN_MS ? 'expiring' : 'active';
+}

@@ -1,5 +1,5 @@
 /**
- * Token buckets by key (an integration, a sign-in account, an IP), in memory on each node: a bucket holds a minute's worth of
+ * Per-integration token buckets, in memory on each node: a bucket holds a minute's worth of
  * requests and refills continuously, so a sender may burst up to its limit and then keeps
  * the limit's pace. Several nodes each allow the limit (documented in docs/operations.md).
  */
@@ -16,12 +16,6 @@ export class RateLimiter {
       return 0;
     }
     return this.secondsUntilToken(bucket, perMinute);
-  }
-
-  /** Like take, without taking: 0 when a token is there, else the seconds until one is. */
-  peek(key: string, perMinute: number): number {
-    const bucket = this.refilled(key, perMinute);
-    return bucket.tokens >= 1 ? 0 : this.secondsUntilToken(bucket, perMinute);
   }
 
   private refilled(key: string, perMinute: number) {

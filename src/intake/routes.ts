@@ -57,6 +57,13 @@ export async function intakeRoutes(app: AppInstance, deps: IntakeDeps): Promise<
       {
         onRequest: authenticateFor(deps, 'webhooks:write', true),
         schema: {
+          tags: ['Intake'],
+          summary: 'Send a webhook',
+          description:
+            'Authenticated by the integration key in X-API-Key. Answers 202 only after the webhook is durably committed. ' +
+            'A repeated Idempotency-Key (or webhook-id) within 24 h answers 200 with the original uuid and Idempotent-Replayed: true; ' +
+            'the same key with another body is a 422. Errors, in order: 401/403 authentication, 403 disabled, 415, 413, 400, 422, 429, 503.',
+          security: [{ apiKey: [] }],
           params: IntegrationParams,
           response: { 200: Accepted, 202: Accepted },
         },
@@ -67,7 +74,14 @@ export async function intakeRoutes(app: AppInstance, deps: IntakeDeps): Promise<
       `${prefix}/:integration_key`,
       {
         onRequest: authenticateFor(deps, 'webhooks:read', false),
-        schema: { params: IntegrationParams, querystring: ListQuery },
+        schema: {
+          tags: ['Intake'],
+          summary: "List an integration's webhooks",
+          description: 'With the integration key. Newest first; `since` inclusive, `until` exclusive (ISO-8601).',
+          security: [{ apiKey: [] }],
+          params: IntegrationParams,
+          querystring: ListQuery,
+        },
       },
       async (request) => {
         const { integration } = context(request);
@@ -92,6 +106,10 @@ export async function intakeRoutes(app: AppInstance, deps: IntakeDeps): Promise<
       {
         onRequest: authenticateFor(deps, 'webhooks:read', false),
         schema: {
+          tags: ['Intake'],
+          summary: 'Read one webhook',
+          description: 'With the integration key: the webhook with its kept headers and its raw body, byte for byte.',
+          security: [{ apiKey: [] }],
           params: Type.Object({ ...IntegrationParams.properties, uuid: Type.String({ maxLength: 64 }) }),
         },
       },

@@ -10,24 +10,40 @@ export interface HealthDeps {
 
 /** Liveness, readiness and a few counters, for load balancers and monitoring. */
 export async function healthRoutes(app: AppInstance, deps: HealthDeps): Promise<void> {
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  const tags = ['Operations'];
+  app.get(
+    '/healthz',
+    { schema: { tags, summary: 'Liveness', description: 'The process is up.', security: [] } },
+    async () => ({ status: 'ok' }),
+  );
 
-  app.get('/readyz', async (_request, reply) => {
-    try {
-      await deps.store.ping();
-    } catch {
-      return reply.code(503).send({ status: 'unavailable', error: 'Not ready', message: 'The database does not answer.' });
-    }
-    if (deps.writer.failing) {
-      return reply
-        .code(503)
-        .send({ status: 'unavailable', error: 'Not ready', message: 'The last write to the database failed.' });
-    }
-    return { status: 'ok', queued: deps.writer.queued };
-  });
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        tags,
+        summary: 'Readiness',
+        description: '503 when the database does not answer or the last write failed: take the node out of the balancer.',
+        security: [],
+      },
+    },
+    async (_request, reply) => {
+      try {
+        await deps.store.ping();
+      } catch {
+        return reply.code(503).send({ status: 'unavailable', error: 'Not ready', message: 'The database does not answer.' });
+      }
+      if (deps.writer.failing) {
+        return reply
+          .code(503)
+          .send({ status: 'unavailable', error: 'Not ready', message: 'The last write to the database failed.' });
+      }
+      return { status: 'ok', queued: deps.writer.queued };
+    },
+  );
 
   // Prometheus text format: what this node has seen since it started.
-  app.get('/metrics', async (_request, reply) =>
+  app.get('/metrics', { schema: { tags, summary: 'Prometheus metrics', security: [] } }, async (_request, reply) =>
     reply.type('text/plain; version=0.0.4').send(
       [
         '# HELP intake_unknown_integration_requests_total Requests to addresses that name no integration (not stored).',

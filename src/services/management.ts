@@ -12,12 +12,17 @@ import { MIN_PASSWORD_LENGTH, hashPassword } from '../domain/password.js';
 import { AppError } from '../errors.js';
 import {
   DEFAULT_RETENTION_DAYS,
+  MAX_RETENTION_DAYS,
   ROLES,
   type Actor,
   type AuditEvent,
   type Company,
+  type CompanyChanges,
   type Integration,
   type IntegrationChanges,
+  type Member,
+  type MemberChange,
+  type NewUser,
   type Role,
   type Store,
 } from '../store/store.js';
@@ -163,8 +168,9 @@ export class Management {
     if (!deleted) throw notFound('integration', integrationId);
   }
 
-  async createManagementKey(companyId: string, scopes: string[]) {
+  async createManagementKey(companyId: string, scopes: string[], name = '') {
     await this.requireCompany(companyId);
+    const keyName = validKeyName(name);
     const unknown = scopes.filter((s) => !(MANAGEMENT_SCOPES as readonly string[]).includes(s));
     if (scopes.length === 0 || unknown.length > 0) {
       throw new AppError(
@@ -181,13 +187,14 @@ export class Management {
       {
         id,
         integrationId: null,
+        name: keyName,
         scopes: uniqueScopes,
         prefix: key.prefix,
         hash: key.hash,
         createdAt: this.now(),
         expiresAt: null,
       },
-      this.audit('management_key.create', 'key', id, { after: { scopes: uniqueScopes, prefix: key.prefix } }),
+      this.audit('management_key.create', 'key', id, { after: { name: keyName, scopes: uniqueScopes, prefix: key.prefix } }),
     );
     return { id, apiKey: key.plaintext };
   }
@@ -224,8 +231,125 @@ export class Management {
   }
 
   // --- keys and management keys ---
+  /** One more key for the integration beside its others, e.g. for a second sender. */
+  async createIntegrationKey(companyId: string, integrationId: string, input: { name?: string; expiresAt?: number | null } = {}) {
+    const now = this.now();
+    const name = validKeyName(input.name ?? '');
+    const expiresAt = input.expiresAt ?? null;
+    if (expiresAt !== null && expiresAt <= now) {
+      throw new AppError('invalid_request', 'expires_at must be in the future.', { field: 'expires_at' });
+    }
+    const key = issueApiKey(this.options.environment);
+    const id = newId('key');
+    const scopes = [...INTEGRATION_SCOPES];
+    await this.store.createApiKey(
+      companyId,
+      { id, integrationId, name, scopes, prefix: key.prefix, hash: key.hash, createdAt: now, expiresAt },
+      this.audit('key.create', 'key', id, { after: { integrationId, name, scopes, prefix: key.prefix, expiresAt } }),
+    );
+    return { id, apiKey: key.plaintext };
+  }
+
+  /** Revokes a key of this integration (not of another, nor a management key); the key as it is now. */
+  async revokeIntegrationKey(companyId: string, integrationId: string, keyId: string) {
+    const at = this.now();
+    const audit = this.audit('key.revoke', 'key', keyId, { after: { integrationId, revokedAt: at } });
+    const key = await this.store.revokeKeyOf(companyId, integrationId, keyId, at, audit);
+    if (!key) throw notFound('key', keyId);
+    return key;
+  }
+
+  /** Revokes one of the company's management keys (never an integration's key); the key as it is now. */
+  async revokeManagementKey(companyId: string, keyId: string) {
+    const at = this.now();
+    const audit = this.audit('management_key.revoke', 'key', keyId, { after: { revokedAt: at } });
+    const key = await this.store.revokeKeyOf(companyId, null, keyId, at, audit);
+    if (!key) throw notFound('management key', keyId);
+    return key;
+  }
 
   // --- members and company settings ---
+
+  /**
+   * Adds the person with `email`. Without an account they get one only when a password is
+   * given: the service sends no email, so there are no invitations. An existing account
+   * keeps its own password whatever is sent.
+   */
+  async addMember(
+    companyId: string,
+    input: { email: string; role: string; password?: string },
+  ): Promise<{ member: Member; userCreated: boolean }> {
+    await this.requireCompany(companyId);
+    const email = input.email.trim().toLowerCase();
+    if (!EMAIL_PATTERN.test(email)) throw new AppError('invalid_request', `"${input.email}" is not an email address.`, { field: 'email' });
+    const role = this.validRole(input.role);
+    let newUser: NewUser | undefined;
+    if (input.password !== undefined) {
+      if (input.password.length < MIN_PASSWORD_LENGTH) {
+        throw new AppError('invalid_request', `The password must be at least ${MIN_PASSWORD_LENGTH} characters.`, { field: 'password' });
+      }
+      if (!(await this.store.findUserByEmail(email))) {
+        newUser = { id: newId('usr'), email, passwordHash: await hashPassword(input.password), createdAt: this.now() };
+      }
+    }
+    const outcome = await this.store.addMember(companyId, email, role, newUser, this.now(), this.audit('member.add', 'user', newUser?.id ?? ''));
+    if (outcome.kind === 'no_user') {
+      throw new AppError(
+        'invalid_request',
+        `Nobody has an account with ${email}. Send a password (at least ${MIN_PASSWORD_LENGTH} characters) to create one, ` +
+          'and give it to the person yourself: this service sends no email invitations.',
+        { field: 'password' },
+      );
+    }
+    if (outcome.kind === 'already_member') {
+      throw new AppError('conflict', `${email} is already a member of this company, as ${outcome.member.role}; change their role instead.`);
+    }
+    return { member: outcome.member, userCreated: outcome.userCreated };
+  }
+
+  /** Gives a member another role; the company always keeps an owner. */
+  async changeMemberRole(companyId: string, userId: string, role: string): Promise<Member> {
+    const valid = this.validRole(role);
+    const change = await this.store.changeMember(companyId, userId, valid, this.audit('member.role_change', 'user', userId));
+    return { ...this.memberChanged(change, userId).before, role: valid };
+  }
+
+  /**
+   * Ends a membership; the company always keeps an owner. The person's sessions go on (a
+   * session is a user's, not a company's), but every request checks membership, so the
+   * access ends with this call.
+   */
+  async removeMember(companyId: string, userId: string): Promise<void> {
+    this.memberChanged(await this.store.changeMember(companyId, userId, null, this.audit('member.remove', 'user', userId)), userId);
+  }
+
+  /** Changes what `changes` names; the company as it is now. */
+  async updateCompany(companyId: string, changes: CompanyChanges): Promise<Company> {
+    const valid: CompanyChanges = { ...changes };
+    if (changes.name !== undefined) valid.name = validName(changes.name);
+    const days = changes.retentionDays;
+    if (days !== undefined && (!Number.isInteger(days) || days < 1 || days > MAX_RETENTION_DAYS)) {
+      throw new AppError('invalid_request', `The retention must be a whole number of days from 1 to ${MAX_RETENTION_DAYS}.`, {
+        field: 'retention_days',
+      });
+    }
+    const updated = await this.store.updateCompany(companyId, valid, this.audit('company.update', 'company', companyId));
+    if (!updated) throw notFound('company', companyId);
+    return updated.after;
+  }
+
+  private memberChanged(change: MemberChange, userId: string): { before: Member } {
+    if (change.kind === 'not_found') throw notFound('member', userId);
+    if (change.kind === 'last_owner') {
+      throw new AppError('conflict', 'A company must keep at least one owner: make another member an owner first.');
+    }
+    return change;
+  }
+
+  private validRole(role: string): Role {
+    if (!ROLES.includes(role as Role)) throw new AppError('invalid_request', `The role must be one of ${ROLES.join(', ')}.`, { field: 'role' });
+    return role as Role;
+  }
 
   webhookUrl(integrationKey: string): string {
     return `${this.options.baseUrl}/api/webhooks/${integrationKey}`;
@@ -240,6 +364,15 @@ function validName(name: string): string {
   const trimmed = name.trim();
   if (trimmed.length === 0 || trimmed.length > MAX_NAME_LENGTH) {
     throw new AppError('invalid_request', `The name must be 1 to ${MAX_NAME_LENGTH} characters.`, { field: 'name' });
+  }
+  return trimmed;
+}
+
+/** A key's name: optional, so '' is fine; trimmed. */
+function validKeyName(name: string): string {
+  const trimmed = name.trim();
+  if (trimmed.length > MAX_NAME_LENGTH) {
+    throw new AppError('invalid_request', `The name must be at most ${MAX_NAME_LENGTH} characters.`, { field: 'name' });
   }
   return trimmed;
 }

@@ -6,7 +6,12 @@ import type { Database } from './schema.js';
 import { IntakeMigrations, type DialectTypes } from './migrations/index.js';
 import { insertAudit, listAuditLog } from './queries/audit.js';
 import * as integrations from './queries/integrations.js';
+import * as logs from './queries/logs.js';
+import type { RequestLogQuery, UsageBucket, UsageQuery, WebhookPage, WebhookSearch } from './store.js';
+import * as keys from './queries/keys.js';
+import * as members from './queries/members.js';
 import * as sessions from './queries/sessions.js';
+import type { AddMemberOutcome, CompanyChanges, Member, MemberChange } from './store.js';
 import {
   DEFAULT_RETENTION_DAYS,
   IDEMPOTENCY_WINDOW_MS,
@@ -42,8 +47,6 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 /** auth_changes rows older than this are history nobody polls for. */
 const AUTH_CHANGES_KEPT_MS = 60 * 60 * 1000;
 
-/** What a read of a webhook returns (everything but the tenant and idempotency columns). */
-const WEBHOOK_COLUMNS = ['uuid', 'integration_id', 'event', 'received_at', 'raw_body', 'headers', 'source_ip'] as const;
 
 /**
  * The store on any SQL database Kysely speaks. Each dialect's module opens the connection
@@ -249,7 +252,7 @@ export class KyselyStore implements Store {
   async listWebhooks(companyId: string, integrationId: string, query: WebhookQuery): Promise<StoredWebhook[]> {
     let select = this.db
       .selectFrom('webhooks')
-      .select(WEBHOOK_COLUMNS)
+      .select(logs.WEBHOOK_COLUMNS)
       .where('company_id', '=', companyId)
       .where('integration_id', '=', integrationId);
     if (query.event !== undefined) select = select.where('event', '=', query.event);
@@ -268,18 +271,18 @@ export class KyselyStore implements Store {
       );
     }
     const rows = await select.orderBy('received_at', 'desc').orderBy('uuid', 'desc').limit(query.limit).execute();
-    return rows.map(storedWebhook);
+    return rows.map(logs.webhookOfRow);
   }
 
   async getWebhook(companyId: string, integrationId: string, uuid: string): Promise<StoredWebhook | undefined> {
     const row = await this.db
       .selectFrom('webhooks')
-      .select(WEBHOOK_COLUMNS)
+      .select(logs.WEBHOOK_COLUMNS)
       .where('company_id', '=', companyId)
       .where('integration_id', '=', integrationId)
       .where('uuid', '=', uuid)
       .executeTakeFirst();
-    return row && storedWebhook(row);
+    return row && logs.webhookOfRow(row);
   }
 
   async listRequestLog(companyId: string, integrationId: string, limit: number): Promise<RequestLogEntry[]> {
@@ -292,21 +295,7 @@ export class KyselyStore implements Store {
       .orderBy('id', 'desc')
       .limit(limit)
       .execute();
-    return rows.map((r) => ({
-      id: r.id,
-      companyId: r.company_id,
-      integrationId: r.integration_id,
-      receivedAt: Number(r.received_at),
-      method: r.method,
-      status: r.status,
-      errorCode: r.error_code,
-      keyId: r.key_id,
-      ip: r.ip,
-      userAgent: r.user_agent,
-      sizeBytes: r.size_bytes,
-      durationMs: r.duration_ms,
-      webhookUuid: r.webhook_uuid,
-    }));
+    return rows.map(logs.requestLogOfRow);
   }
 
   async createCompany(company: Company, audit?: AuditEvent): Promise<void> {
@@ -543,6 +532,34 @@ export class KyselyStore implements Store {
   }
 
   // --- management API: integrations and keys ---
+  listKeys(companyId: string, integrationId: string | null, query: { limit: number; cursor?: PageCursor }) {
+    return keys.listKeys(this.db, companyId, integrationId, query);
+  }
+
+  getKey(companyId: string, integrationId: string | null, keyId: string) {
+    return keys.getKey(this.db, companyId, integrationId, keyId);
+  }
+
+  async revokeKeyOf(companyId: string, integrationId: string | null, keyId: string, at: number, audit: AuditEvent) {
+    return this.db.transaction().execute(async (trx) => {
+      const revoked = await keys.revokeKey(trx, companyId, integrationId, keyId, at);
+      if (revoked === undefined) return undefined;
+      if (revoked) {
+        await recordAuthChange(trx, at);
+        await insertAudit(trx, companyId, audit);
+      }
+      return keys.getKey(trx, companyId, integrationId, keyId);
+    });
+  }
+
+  countKeyRequests(companyId: string, integrationId: string, keyIds: string[], since: number) {
+    return keys.countKeyRequests(this.db, companyId, integrationId, keyIds, since);
+  }
+
+  listKeyCallers(companyId: string, integrationId: string, keyId: string, query: { since: number; limit: number }) {
+    return keys.listKeyCallers(this.db, companyId, integrationId, keyId, query);
+  }
+
   listIntegrations(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Integration[]> {
     return integrations.listIntegrations(this.db, companyId, query);
   }
@@ -575,8 +592,78 @@ export class KyselyStore implements Store {
   }
 
   // --- management API: webhooks, request log, usage ---
+  listCompanyWebhooks(companyId: string, query: WebhookSearch): Promise<WebhookPage> {
+    return logs.listCompanyWebhooks(this.db, this.types, companyId, query);
+  }
+
+  getCompanyWebhook(companyId: string, uuid: string): Promise<StoredWebhook | undefined> {
+    return logs.getCompanyWebhook(this.db, companyId, uuid);
+  }
+
+  listCompanyRequestLog(companyId: string, query: RequestLogQuery): Promise<RequestLogEntry[]> {
+    return logs.listCompanyRequestLog(this.db, companyId, query);
+  }
+
+  countUsage(companyId: string, query: UsageQuery): Promise<UsageBucket[]> {
+    return logs.countUsage(this.db, companyId, query);
+  }
 
   // --- management API: members and company settings ---
+  listMembers(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Member[]> {
+    return members.listMembers(this.db, companyId, query);
+  }
+
+  getMember(companyId: string, userId: string): Promise<Member | undefined> {
+    return members.getMember(this.db, companyId, userId);
+  }
+
+  async addMember(
+    companyId: string,
+    email: string,
+    role: Role,
+    newUser: NewUser | undefined,
+    at: number,
+    audit: AuditEvent,
+  ): Promise<AddMemberOutcome> {
+    return this.db.transaction().execute(async (trx) => {
+      if (!(await members.lockCompany(trx, companyId))) throw new AppError('not_found', `No company with id ${companyId}.`);
+      const outcome = await members.addMember(trx, companyId, email, role, newUser, at);
+      if (outcome.kind === 'added') {
+        const { member, userCreated } = outcome;
+        await insertAudit(trx, companyId, {
+          ...audit,
+          targetId: member.userId,
+          after: { email: member.email, role: member.role, userCreated },
+        });
+      }
+      return outcome;
+    });
+  }
+
+  async changeMember(companyId: string, userId: string, role: Role | null, audit: AuditEvent): Promise<MemberChange> {
+    return this.db.transaction().execute(async (trx) => {
+      if (!(await members.lockCompany(trx, companyId))) return { kind: 'not_found' };
+      const change = await members.changeMember(trx, companyId, userId, role);
+      if (change.kind === 'done') {
+        const { before, after } = change;
+        await insertAudit(trx, companyId, {
+          ...audit,
+          before: { email: before.email, role: before.role },
+          ...(after && { after: { email: after.email, role: after.role } }),
+        });
+      }
+      return change;
+    });
+  }
+
+  async updateCompany(companyId: string, changes: CompanyChanges, audit: AuditEvent) {
+    return this.db.transaction().execute(async (trx) => {
+      if (!(await members.lockCompany(trx, companyId))) return undefined;
+      const result = await members.updateCompany(trx, companyId, changes);
+      if (result) await insertAudit(trx, companyId, { ...audit, before: result.before, after: result.after });
+      return result;
+    });
+  }
 
   async companyOfIntegration(integrationId: string): Promise<string | undefined> {
     const row = await this.db
@@ -706,6 +793,7 @@ async function insertApiKey(trx: Transaction<Database>, companyId: string, key: 
       revoked_at: null,
       last_used_at: null,
       last_used_ip: null,
+      name: key.name ?? '',
     })
     .execute();
   await recordAuthChange(trx, key.createdAt);
@@ -746,26 +834,6 @@ function requestLogRow(r: RequestLogEntry) {
     size_bytes: r.sizeBytes,
     duration_ms: r.durationMs,
     webhook_uuid: r.webhookUuid,
-  };
-}
-
-function storedWebhook(row: {
-  uuid: string;
-  integration_id: string;
-  event: string;
-  received_at: number;
-  raw_body: Buffer;
-  headers: string;
-  source_ip: string;
-}): StoredWebhook {
-  return {
-    uuid: row.uuid,
-    integrationId: row.integration_id,
-    event: row.event,
-    receivedAt: Number(row.received_at),
-    rawBody: Buffer.from(row.raw_body),
-    headers: JSON.parse(row.headers) as Record<string, string>,
-    sourceIp: row.source_ip,
   };
 }
 

@@ -104,6 +104,33 @@ export interface Store {
   deleteSessionsOfUser(userId: string): Promise<number>;
 
   // --- management API: integrations and keys ---
+  /**
+   * The company's keys of a live integration (integrationId) or its management keys (null),
+   * newest first (cursor: created_at and id of the last).
+   */
+  listKeys(companyId: string, integrationId: string | null, query: { limit: number; cursor?: PageCursor }): Promise<KeyDetails[]>;
+  /** One key of that integration (or a management key, for null), or undefined. */
+  getKey(companyId: string, integrationId: string | null, keyId: string): Promise<KeyDetails | undefined>;
+  /**
+   * Revokes a key of that integration (or a management key, for null) and returns it, or
+   * undefined when there is none. Revoking a revoked key changes nothing and writes no audit.
+   */
+  revokeKeyOf(
+    companyId: string,
+    integrationId: string | null,
+    keyId: string,
+    at: number,
+    audit: AuditEvent,
+  ): Promise<KeyDetails | undefined>;
+  /** Request-log rows of each key at the integration's address since `since`, by key id. */
+  countKeyRequests(companyId: string, integrationId: string, keyIds: string[], since: number): Promise<Map<string, number>>;
+  /** Who sent requests with the key to the integration's address since `since`, most recent first. */
+  listKeyCallers(
+    companyId: string,
+    integrationId: string,
+    keyId: string,
+    query: { since: number; limit: number },
+  ): Promise<KeyCaller[]>;
   /** The company's live integrations, newest first (cursor: created_at and id of the last). */
   listIntegrations(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Integration[]>;
   /** Changes a live integration; its state before and after, or undefined when there is none. */
@@ -118,8 +145,42 @@ export interface Store {
   deleteIntegration(companyId: string, integrationId: string, at: number, audit: AuditEvent): Promise<boolean>;
 
   // --- management API: webhooks, request log, usage ---
+  /**
+   * The company's webhooks newest first, across its integrations or one, and where the
+   * next page starts. A search (`text`) reads at most SEARCH_SCAN_ROWS rows of the range
+   * per call, so its page may hold fewer than `limit` webhooks and still have a next.
+   */
+  listCompanyWebhooks(companyId: string, query: WebhookSearch): Promise<WebhookPage>;
+  getCompanyWebhook(companyId: string, uuid: string): Promise<StoredWebhook | undefined>;
+  /** The company's request log newest first (cursor: received_at and id of the last). */
+  listCompanyRequestLog(companyId: string, query: RequestLogQuery): Promise<RequestLogEntry[]>;
+  /** Webhook sends (POST) per time bucket by outcome, oldest bucket first; empty buckets left out. */
+  countUsage(companyId: string, query: UsageQuery): Promise<UsageBucket[]>;
 
   // --- management API: members and company settings ---
+  /** The company's members with their email, newest first (cursor: when added and user id). */
+  listMembers(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Member[]>;
+  getMember(companyId: string, userId: string): Promise<Member | undefined>;
+  /**
+   * Makes the user with `email` a member; creates the user from `newUser` when nobody has
+   * that email. The audit record gets the user's id as its target and the member as after.
+   */
+  addMember(
+    companyId: string,
+    email: string,
+    role: Role,
+    newUser: NewUser | undefined,
+    at: number,
+    audit: AuditEvent,
+  ): Promise<AddMemberOutcome>;
+  /** Sets a member's role, or removes the member (role null), unless no owner would be left. */
+  changeMember(companyId: string, userId: string, role: Role | null, audit: AuditEvent): Promise<MemberChange>;
+  /** The company before and after the change, or undefined when there is none. */
+  updateCompany(
+    companyId: string,
+    changes: CompanyChanges,
+    audit: AuditEvent,
+  ): Promise<{ before: Company; after: Company } | undefined>;
 
   // Operator lookups for the CLI, which is given bare ids: which company owns this?
   companyOfIntegration(integrationId: string): Promise<string | undefined>;
@@ -135,6 +196,31 @@ export interface Company {
   retentionDays: number;
   createdAt: number;
 }
+
+/** What a company's settings change may touch. */
+export type CompanyChanges = Partial<Pick<Company, 'name' | 'retentionDays'>>;
+
+/** The longest retention a company may choose: ten years. */
+export const MAX_RETENTION_DAYS = 3650;
+
+/** A user as a member of one company (never with the password hash). */
+export interface Member {
+  userId: string;
+  email: string;
+  role: Role;
+  addedAt: number;
+}
+
+export type AddMemberOutcome =
+  | { kind: 'added'; member: Member; userCreated: boolean }
+  | { kind: 'already_member'; member: Member }
+  | { kind: 'no_user' };
+
+/** `after` is absent when the member was removed. */
+export type MemberChange =
+  | { kind: 'done'; before: Member; after?: Member }
+  | { kind: 'not_found' }
+  | { kind: 'last_owner' };
 
 export interface NewUser {
   id: string;
@@ -170,6 +256,8 @@ export interface NewApiKey {
   hash: string;
   createdAt: number;
   expiresAt: number | null;
+  /** What the key is for, as its creator put it; unnamed when absent. */
+  name?: string;
 }
 
 export interface ApiKeyRecord {
@@ -183,6 +271,20 @@ export interface ApiKeyRecord {
   revokedAt: number | null;
   lastUsedAt: number | null;
   lastUsedIp: string | null;
+}
+
+/** A key as the management API shows it. */
+export interface KeyDetails extends ApiKeyRecord {
+  /** '' when unnamed. */
+  name: string;
+}
+
+/** One sender seen using a key: its address and user agent, when last and how often. */
+export interface KeyCaller {
+  ip: string;
+  userAgent: string | null;
+  lastSeenAt: number;
+  requests: number;
 }
 
 /** What a live key allows: found by hash, not revoked, its integration not deleted. */
@@ -282,6 +384,57 @@ export interface StoredWebhook {
   rawBody: Buffer;
   headers: Record<string, string>;
   sourceIp: string;
+}
+
+/** Rows of the filtered range one payload search reads at most before it answers. */
+export const SEARCH_SCAN_ROWS = 10_000;
+
+export interface WebhookSearch extends WebhookQuery {
+  integrationId?: string;
+  /** Only webhooks whose raw body contains this text, exactly. */
+  text?: string;
+}
+
+export interface WebhookPage {
+  webhooks: StoredWebhook[];
+  /** Where the next page starts, or null when there is none. */
+  next: Cursor | null;
+}
+
+export interface RequestLogQuery {
+  limit: number;
+  cursor?: PageCursor;
+  integrationId?: string;
+  keyId?: string;
+  errorCode?: string;
+  /** Statuses from `from` (inclusive) to `to` (exclusive). */
+  status?: { from: number; to: number };
+  since?: number;
+  until?: number;
+}
+
+export interface UsageQuery {
+  bucketMs: number;
+  /** Inclusive, ms; the first bucket starts here. */
+  since: number;
+  /** Exclusive, ms. */
+  until: number;
+  integrationId?: string;
+  keyId?: string;
+  /** Counts per integration or per key in each bucket, instead of one for the company. */
+  groupBy?: 'integration' | 'key';
+}
+
+/** Counts of one time bucket (of one integration or key when grouped). */
+export interface UsageBucket {
+  start: number;
+  /** The integration or key id when grouped (null: requests without a valid key); else null. */
+  group: string | null;
+  accepted: number;
+  replayed: number;
+  rejected: number;
+  failed: number;
+  total: number;
 }
 
 /** Who made a change: a panel user, a management key, or an operator at the command line. */

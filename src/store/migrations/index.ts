@@ -1,11 +1,13 @@
-import type { CreateTableBuilder, Kysely, Migration, MigrationProvider } from 'kysely';
+import type { CreateTableBuilder, Kysely, Migration, MigrationProvider, RawBuilder, SqlBool } from 'kysely';
 import * as initial from './0001-initial.js';
 import * as logOrderAndClaimAge from './0002-log-order-and-claim-age.js';
 import * as management from './0003-management.js';
+import * as companyLogIndexes from './0004-company-log-indexes.js';
 
 /**
- * What differs between dialects in a table definition; each store supplies its own, so a
- * migration is written once and reads the same for every database.
+ * What differs between dialects in a table definition (and in the one query that needs
+ * it); each store supplies its own, so a migration or a query is written once and reads
+ * the same for every database.
  */
 export interface DialectTypes {
   binary: 'blob' | 'bytea';
@@ -25,6 +27,11 @@ export interface DialectTypes {
   afterTimeSeriesTable(db: Kysely<unknown>, tableName: string): Promise<void>;
   /** Makes every insert into `tableName` wake listeners on `channel` (PostgreSQL NOTIFY). */
   notifyOnInsert(db: Kysely<unknown>, tableName: string, channel: string): Promise<void>;
+  /**
+   * Whether the UTF-8 text of the binary `column` contains `needle` exactly (case and
+   * all; `%` and `_` are plain characters): the payload search of the management API.
+   */
+  binaryContainsText(column: string, needle: string): RawBuilder<SqlBool>;
 }
 
 /** The channel a node listens on to hear that a key or an integration changed. */
@@ -40,7 +47,11 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0001-initial': initial,
   '0002-log-order-and-claim-age': logOrderAndClaimAge,
   '0003-management': management,
+  '0004-company-log-indexes': companyLogIndexes,
 };
+
+/** Every migration's name, in order: what a new database gets. */
+export const MIGRATION_NAMES: readonly string[] = Object.keys(MIGRATIONS);
 
 /** The migrations for Kysely's Migrator, bound to one dialect's types. */
 export class IntakeMigrations implements MigrationProvider {

@@ -32,6 +32,9 @@ const POSTGRES_TYPES: DialectTypes = {
     await sql`create trigger ${sql.id(fn)} after insert on ${sql.id(tableName)}
       for each statement execute function ${sql.id(fn)}()`.execute(db);
   },
+  // A bytea cast to text is its hex escape; convert_from decodes it (intake refused any
+  // body that is not valid UTF-8).
+  binaryContainsText: (column, needle) => sql`strpos(convert_from(${sql.ref(column)}, 'UTF8'), ${needle}) > 0`,
 };
 
 export interface PostgresOptions {

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, SqliteDialect } from 'kysely';
+import { Kysely, SqliteDialect, sql } from 'kysely';
 import type { Database } from '../schema.js';
 import { KyselyStore } from '../kysely-store.js';
 import type { DialectTypes } from '../migrations/index.js';
@@ -15,6 +15,8 @@ const SQLITE_TYPES: DialectTypes = {
   afterTimeSeriesTable: async () => {},
   // Nothing to wake: other processes see auth_changes by polling it.
   notifyOnInsert: async () => {},
+  // instr, not LIKE: SQLite's LIKE ignores ASCII case.
+  binaryContainsText: (column, needle) => sql`instr(cast(${sql.ref(column)} as text), ${needle}) > 0`,
 };
 
 /**

@@ -1,0 +1,152 @@
+import { Type } from 'typebox';
+import type { AppInstance } from '../app.js';
+import { MIN_PASSWORD_LENGTH } from '../domain/password.js';
+import { AppError } from '../errors.js';
+import type { Member } from '../store/store.js';
+import { managementFor, noContent, principalOf, type ApiDeps } from './context.js';
+import { ERROR_RESPONSES, ErrorResponse, Id, Page, PageQuery, RoleSchema, Timestamp, iso, pageOf } from './schemas.js';
+
+export const MemberSchema = Type.Object(
+  {
+    user_id: Id('usr'),
+    email: Type.String(),
+    role: RoleSchema,
+    added_at: Timestamp,
+  },
+  { $id: 'Member' },
+);
+
+const MemberParams = Type.Object({ user_id: Id('usr') });
+
+const ACCESS_NOTE =
+  'Membership is checked on every request, so a change of role or a removal holds from the next request of ' +
+  "the person's sessions; their sessions themselves go on (a session is a person's, not a company's).";
+
+/**
+ * /api/v1/members: who may use the company, with which role. Owners manage members;
+ * every member reads the list; management keys never reach it (a leaked key cannot add anyone).
+ */
+export async function memberRoutes(app: AppInstance, deps: ApiDeps): Promise<void> {
+  const tags = ['Members'];
+
+  app.get(
+    '/members',
+    {
+      config: { permission: 'members:read' },
+      schema: {
+        tags,
+        summary: 'List members',
+        description: 'Newest first. Any member may read it; management keys may not.',
+        querystring: Type.Object(PageQuery),
+        response: { 200: Page(MemberSchema), ...ERROR_RESPONSES },
+      },
+    },
+    async (request) => {
+      const { companyId } = principalOf(request);
+      const page = await pageOf(
+        request.query,
+        (query) => deps.store.listMembers(companyId, query),
+        (last) => ({ at: last.addedAt, id: last.userId }),
+      );
+      return { data: page.items.map(presentMember), next_cursor: page.next_cursor };
+    },
+  );
+
+  app.get(
+    '/members/:user_id',
+    {
+      config: { permission: 'members:read' },
+      schema: {
+        tags,
+        summary: 'Read a member',
+        params: MemberParams,
+        response: { 200: MemberSchema, ...ERROR_RESPONSES },
+      },
+    },
+    async (request) => {
+      const { companyId } = principalOf(request);
+      const member = await deps.store.getMember(companyId, request.params.user_id);
+      if (!member) throw new AppError('not_found', `No member with id ${request.params.user_id}.`);
+      return presentMember(member);
+    },
+  );
+
+  app.post(
+    '/members',
+    {
+      config: { permission: 'members:manage' },
+      schema: {
+        tags,
+        summary: 'Add a member',
+        description:
+          'Owners only. Adds the person with this email. Someone without an account needs `password`: the account is ' +
+          'created with it, and you pass it on yourself (this service sends no email, so there are no invitations); ' +
+          'without it the answer is a 400 saying so. An existing account keeps its own password (`user_created` is then ' +
+          'false). A person already in the company is a 409: change their role instead.',
+        body: Type.Object({
+          email: Type.String({ minLength: 3, maxLength: 320 }),
+          role: RoleSchema,
+          password: Type.Optional(Type.String({ minLength: MIN_PASSWORD_LENGTH, maxLength: 1024 })),
+        }),
+        response: {
+          201: Type.Object({
+            member: MemberSchema,
+            user_created: Type.Boolean({ description: 'Whether the account was created by this call.' }),
+          }),
+          ...ERROR_RESPONSES,
+          409: ErrorResponse,
+        },
+      },
+    },
+    async (request, reply) => {
+      const { companyId } = principalOf(request);
+      const added = await managementFor(deps, request).addMember(companyId, request.body);
+      return reply.code(201).send({ member: presentMember(added.member), user_created: added.userCreated });
+    },
+  );
+
+  app.patch(
+    '/members/:user_id',
+    {
+      config: { permission: 'members:manage' },
+      schema: {
+        tags,
+        summary: "Change a member's role",
+        description: `Owners only. A company always keeps an owner: demoting the last one is a 409. ${ACCESS_NOTE}`,
+        params: MemberParams,
+        body: Type.Object({ role: RoleSchema }),
+        response: { 200: MemberSchema, ...ERROR_RESPONSES, 409: ErrorResponse },
+      },
+    },
+    async (request) => {
+      const { companyId } = principalOf(request);
+      const member = await managementFor(deps, request).changeMemberRole(companyId, request.params.user_id, request.body.role);
+      return presentMember(member);
+    },
+  );
+
+  app.delete(
+    '/members/:user_id',
+    {
+      config: { permission: 'members:manage' },
+      schema: {
+        tags,
+        summary: 'Remove a member',
+        description:
+          'Owners only; an owner may remove themselves while another owner remains. Removing the last owner is a 409. ' +
+          `The account itself stays (it may belong to other companies). ${ACCESS_NOTE}`,
+        params: MemberParams,
+        response: { 204: Type.Null(), ...ERROR_RESPONSES, 409: ErrorResponse },
+      },
+    },
+    async (request, reply) => {
+      const { companyId } = principalOf(request);
+      await managementFor(deps, request).removeMember(companyId, request.params.user_id);
+      return noContent(reply);
+    },
+  );
+}
+
+function presentMember(member: Member) {
+  return { user_id: member.userId, email: member.email, role: member.role, added_at: iso(member.addedAt) };
+}

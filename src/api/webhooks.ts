@@ -1,0 +1,170 @@
+import { Readable } from 'node:stream';
+import { Type } from 'typebox';
+import type { AppInstance } from '../app.js';
+import { decodeCursor, encodeCursor, type Cursor } from '../domain/cursor.js';
+import { storedDocument } from '../domain/webhook-body.js';
+import { AppError } from '../errors.js';
+import { SEARCH_SCAN_ROWS, type StoredWebhook, type WebhookSearch } from '../store/store.js';
+import { principalOf, type ApiDeps } from './context.js';
+import { ERROR_RESPONSES, Id, Page, PageQuery, Timestamp, iso } from './schemas.js';
+
+/** Rows per store read while exporting: what is held in memory at once. */
+const EXPORT_PAGE = 200;
+const UUID = Type.String({ pattern: '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$', description: 'A webhook uuid.' });
+
+/** The items of the key-authenticated list (GET /api/webhooks/…), with the integration. */
+export const WebhookSummarySchema = Type.Object(
+  {
+    uuid: UUID,
+    integration_id: Id('int'),
+    event: Type.String(),
+    data: Type.Object({}, { additionalProperties: true, description: 'The webhook\'s `data` object ({} when it had none).' }),
+    received_at: Timestamp,
+  },
+  { $id: 'WebhookSummary' },
+);
+
+export const WebhookSchema = Type.Object(
+  {
+    ...WebhookSummarySchema.properties,
+    headers: Type.Record(Type.String(), Type.String(), { description: 'Request headers as received, without credentials.' }),
+    raw_body: Type.String({ description: 'The body exactly as received (UTF-8).' }),
+    source_ip: Type.String(),
+  },
+  { $id: 'Webhook' },
+);
+
+const Filters = {
+  integration_id: Type.Optional(Id('int', "Only this integration's webhooks.")),
+  event: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Only this event, exactly.' })),
+  since: Type.Optional(Type.String({ format: 'date-time', description: 'Received at or after (ISO-8601).' })),
+  until: Type.Optional(Type.String({ format: 'date-time', description: 'Received before (ISO-8601).' })),
+  q: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 200,
+      description:
+        'Only webhooks whose raw body contains this text, exactly (case-sensitive; `%` and `_` are plain characters). ' +
+        `It scans the filtered range newest first, at most ${SEARCH_SCAN_ROWS} webhooks per request: a page may then hold ` +
+        'fewer than `limit` items, or none, and still have a `next_cursor` to scan on. Narrow it with the other filters.',
+    }),
+  ),
+};
+
+type FilterQuery = { integration_id?: string; event?: string; since?: string; until?: string; q?: string };
+
+/** /api/v1/webhooks: the company's webhooks, across its integrations. */
+export async function webhookRoutes(app: AppInstance, deps: ApiDeps): Promise<void> {
+  const tags = ['Webhooks'];
+
+  app.get(
+    '/webhooks',
+    {
+      config: { permission: 'logs:read' },
+      schema: {
+        tags,
+        summary: 'List webhooks',
+        description: 'Across the company, or one integration; newest first. `since` is inclusive, `until` exclusive.',
+        querystring: Type.Object({ ...PageQuery, ...Filters }),
+        response: { 200: Page(WebhookSummarySchema), ...ERROR_RESPONSES },
+      },
+    },
+    async (request) => {
+      const { companyId } = principalOf(request);
+      const { limit, cursor } = request.query;
+      const page = await deps.store.listCompanyWebhooks(companyId, {
+        ...search(request.query),
+        limit,
+        cursor: cursor === undefined ? undefined : decodeCursor(cursor),
+      });
+      return { data: page.webhooks.map(summary), next_cursor: page.next && encodeCursor(page.next) };
+    },
+  );
+
+  app.get(
+    '/webhooks/export',
+    {
+      config: { permission: 'logs:read' },
+      schema: {
+        tags,
+        summary: 'Export webhooks as NDJSON',
+        description:
+          'Every webhook the filters match (the same filters as the list), newest first, one JSON object per line as ' +
+          'GET /api/v1/webhooks/{uuid} answers it. Streamed as it is read, a few hundred at a time, so any size ' +
+          'can be exported. Webhooks received after the export started are not in it.',
+        querystring: Type.Object(Filters),
+        response: {
+          200: { description: 'One webhook per line.', content: { 'application/x-ndjson': { schema: WebhookSchema } } },
+          ...ERROR_RESPONSES,
+        },
+      },
+    },
+    async (request, reply) => {
+      const { companyId } = principalOf(request);
+      const query = search(request.query);
+      async function* lines() {
+        let cursor: Cursor | undefined;
+        do {
+          const page = await deps.store.listCompanyWebhooks(companyId, { ...query, limit: EXPORT_PAGE, cursor });
+          if (page.webhooks.length > 0) yield page.webhooks.map((w) => `${JSON.stringify(detail(w))}\n`).join('');
+          cursor = page.next ?? undefined;
+        } while (cursor);
+      }
+      // A stream goes out as it is read; the schema above describes each of its lines.
+      const stream = Readable.from(lines(), { objectMode: false }) as never;
+      return reply
+        .type('application/x-ndjson; charset=utf-8')
+        .header('content-disposition', 'attachment; filename="webhooks.ndjson"')
+        .send(stream);
+    },
+  );
+
+  app.get(
+    '/webhooks/:uuid',
+    {
+      config: { permission: 'logs:read' },
+      schema: {
+        tags,
+        summary: 'Read a webhook',
+        description: 'With its headers, its raw body byte for byte, and the sender\'s IP.',
+        params: Type.Object({ uuid: UUID }),
+        response: { 200: WebhookSchema, ...ERROR_RESPONSES },
+      },
+    },
+    async (request) => {
+      const { companyId } = principalOf(request);
+      const webhook = await deps.store.getCompanyWebhook(companyId, request.params.uuid);
+      if (!webhook) throw new AppError('not_found', `No webhook with uuid ${request.params.uuid}.`);
+      return detail(webhook);
+    },
+  );
+}
+
+function search(query: FilterQuery): Omit<WebhookSearch, 'limit'> {
+  return {
+    integrationId: query.integration_id,
+    event: query.event,
+    since: query.since === undefined ? undefined : Date.parse(query.since),
+    until: query.until === undefined ? undefined : Date.parse(query.until),
+    text: query.q,
+  };
+}
+
+function summary(webhook: StoredWebhook) {
+  return {
+    uuid: webhook.uuid,
+    integration_id: webhook.integrationId,
+    event: webhook.event,
+    data: (storedDocument(webhook.rawBody).data ?? {}) as Record<string, unknown>,
+    received_at: iso(webhook.receivedAt),
+  };
+}
+
+function detail(webhook: StoredWebhook) {
+  return {
+    ...summary(webhook),
+    headers: webhook.headers,
+    raw_body: webhook.rawBody.toString('utf8'),
+    source_ip: webhook.sourceIp,
+  };
+}

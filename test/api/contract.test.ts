@@ -1,0 +1,166 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { buildTestApp, type TestApp } from '../helpers.js';
+import { member } from '../support/api.js';
+import { quickMember } from '../support/members.js';
+
+/**
+ * Rules that hold for every route, written against the list of routes the app registered,
+ * so a route added later is held to them without editing this file, except to add its
+ * audit case below (which the second test demands).
+ */
+let t: TestApp;
+let companyId: string;
+/** The two kinds of caller a change names in the audit log. */
+const callers = {} as Record<'owner' | 'key', { type: 'user' | 'key'; id: string; headers: Record<string, string> }>;
+
+beforeAll(async () => {
+  t = await buildTestApp();
+  companyId = (await t.management.createCompany('Contract')).id;
+  const owner = await member(t, companyId, 'owner');
+  callers.owner = { type: 'user', id: owner.userId, headers: owner.change };
+  const key = await t.management.createManagementKey(companyId, ['integrations:manage', 'logs:read']);
+  callers.key = { type: 'key', id: key.id, headers: { 'x-api-key': key.apiKey } };
+});
+afterAll(() => t.close());
+
+const CHANGING_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE']);
+const OPENAPI_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
+
+/** Fastify's `/a/:id` as OpenAPI writes it: `/a/{id}`. */
+const openApiPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+
+describe('the OpenAPI document', () => {
+  test('lists every route that is not hidden, and no route that does not exist', async () => {
+    const response = await t.app.inject({ method: 'GET', url: '/api/openapi.json' });
+    expect(response.statusCode).toBe(200);
+    const paths = response.json<{ paths: Record<string, Record<string, unknown>> }>().paths;
+    const documented = Object.entries(paths).flatMap(([path, operations]) =>
+      Object.keys(operations)
+        .filter((method) => OPENAPI_METHODS.has(method))
+        .map((method) => `${method.toUpperCase()} ${path}`),
+    );
+    const registered = t.app.registeredRoutes.filter((r) => !r.hidden).map((r) => `${r.method} ${openApiPath(r.url)}`);
+    expect(registered.length).toBeGreaterThan(0);
+    expect(registered.filter((route) => !documented.includes(route)), 'routes missing from the document').toEqual([]);
+    expect(documented.filter((route) => !registered.includes(route)), 'documented routes that do not exist').toEqual([]);
+  });
+});
+
+/** A fresh integration of the company and its first key, made as the CLI (another actor). */
+async function integration() {
+  const created = await t.management.createIntegration(companyId, { name: 'Audited' });
+  return { id: created.integration.id, keyId: created.keyId };
+}
+
+interface AuditCase {
+  /** The route as registered: `METHOD /api/v1/path/:param`. */
+  route: string;
+  /** Who calls it: the owner's panel session or a management key (integrations:manage, logs:read). */
+  as: 'owner' | 'key';
+  /** The audit action the call must record. */
+  action: string;
+  /** Makes what the call needs (as the CLI, so those records name another actor); the call's URL and body. */
+  request(): Promise<{ url: string; payload?: object }>;
+}
+
+/** One successful call per changing /api/v1 route (auth aside). A new route needs a row here. */
+const AUDIT_CASES: AuditCase[] = [
+  { route: 'POST /api/v1/integrations', as: 'key', action: 'integration.create', request: async () => ({ url: '/api/v1/integrations', payload: { name: 'New' } }) },
+  {
+    route: 'PATCH /api/v1/integrations/:integration_id',
+    as: 'owner',
+    action: 'integration.update',
+    request: async () => ({ url: `/api/v1/integrations/${(await integration()).id}`, payload: { name: 'Renamed' } }),
+  },
+  {
+    route: 'DELETE /api/v1/integrations/:integration_id',
+    as: 'key',
+    action: 'integration.delete',
+    request: async () => ({ url: `/api/v1/integrations/${(await integration()).id}` }),
+  },
+  {
+    route: 'POST /api/v1/integrations/:integration_id/keys',
+    as: 'key',
+    action: 'key.create',
+    request: async () => ({ url: `/api/v1/integrations/${(await integration()).id}/keys`, payload: { name: 'Second sender' } }),
+  },
+  {
+    route: 'POST /api/v1/integrations/:integration_id/keys/rotate',
+    as: 'owner',
+    action: 'key.rotate',
+    request: async () => ({ url: `/api/v1/integrations/${(await integration()).id}/keys/rotate`, payload: { grace_seconds: 60 } }),
+  },
+  {
+    route: 'POST /api/v1/integrations/:integration_id/keys/:key_id/revoke',
+    as: 'key',
+    action: 'key.revoke',
+    request: async () => {
+      const { id, keyId } = await integration();
+      return { url: `/api/v1/integrations/${id}/keys/${keyId}/revoke` };
+    },
+  },
+  {
+    route: 'POST /api/v1/management-keys',
+    as: 'owner',
+    action: 'management_key.create',
+    request: async () => ({ url: '/api/v1/management-keys', payload: { name: 'CI', scopes: ['logs:read'] } }),
+  },
+  {
+    route: 'POST /api/v1/management-keys/:key_id/revoke',
+    as: 'owner',
+    action: 'management_key.revoke',
+    request: async () => ({ url: `/api/v1/management-keys/${(await t.management.createManagementKey(companyId, ['logs:read'])).id}/revoke` }),
+  },
+  {
+    route: 'POST /api/v1/members',
+    as: 'owner',
+    action: 'member.add',
+    request: async () => {
+      const elsewhere = (await t.management.createCompany('Elsewhere')).id;
+      return { url: '/api/v1/members', payload: { email: (await quickMember(t.store, elsewhere, 'viewer')).email, role: 'viewer' } };
+    },
+  },
+  {
+    route: 'PATCH /api/v1/members/:user_id',
+    as: 'owner',
+    action: 'member.role_change',
+    request: async () => ({ url: `/api/v1/members/${(await quickMember(t.store, companyId, 'viewer')).userId}`, payload: { role: 'admin' } }),
+  },
+  {
+    route: 'DELETE /api/v1/members/:user_id',
+    as: 'owner',
+    action: 'member.remove',
+    request: async () => ({ url: `/api/v1/members/${(await quickMember(t.store, companyId, 'viewer')).userId}` }),
+  },
+  { route: 'PATCH /api/v1/company', as: 'owner', action: 'company.update', request: async () => ({ url: '/api/v1/company', payload: { retention_days: 45 } }) },
+];
+
+describe('the audit log', () => {
+  test('every changing /api/v1 route has a case below, and every case names a route that exists', () => {
+    const changing = t.app.registeredRoutes
+      .filter((r) => CHANGING_METHODS.has(r.method) && r.url.startsWith('/api/v1/') && !r.url.startsWith('/api/v1/auth/'))
+      .map((r) => `${r.method} ${r.url}`);
+    const listed = AUDIT_CASES.map((c) => c.route);
+    expect(changing.filter((route) => !listed.includes(route)), 'changing routes without an audit case in AUDIT_CASES').toEqual([]);
+    expect(listed.filter((route) => !changing.includes(route)), 'audit cases of routes that do not exist').toEqual([]);
+  });
+
+  test.each(AUDIT_CASES.map((c) => [c.route, c.action, c] as const))('%s records %s, naming its caller', async (_route, _action, auditCase) => {
+    const caller = callers[auditCase.as];
+    const [method, pattern] = auditCase.route.split(' ') as ['POST' | 'PATCH' | 'PUT' | 'DELETE', string];
+    const { url, payload } = await auditCase.request();
+    // The case must call the route it stands for, not another one.
+    expect(url).toMatch(new RegExp(`^${pattern.replace(/:[A-Za-z0-9_]+/g, '[^/]+')}$`));
+    const known = new Set((await t.store.listAuditLog(companyId, { limit: 200 })).map((r) => r.id));
+    const response = await t.app.inject({ method, url, headers: caller.headers, ...(payload && { payload }) });
+    expect(response.statusCode, response.body).toBeLessThan(300);
+    const written = (await t.store.listAuditLog(companyId, { limit: 200 })).filter((r) => !known.has(r.id));
+    expect(written.map((r) => ({ action: r.action, actor: r.actor }))).toContainEqual({
+      action: auditCase.action,
+      actor: { type: caller.type, id: caller.id, ip: '127.0.0.1' },
+    });
+    const shownOnce: unknown = response.body ? response.json().api_key : undefined;
+    if (typeof shownOnce === 'string') expect(JSON.stringify(written)).not.toContain(shownOnce);
+    expect(JSON.stringify(written)).not.toContain('scrypt$');
+  });
+});

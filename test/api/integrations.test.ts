@@ -1,0 +1,203 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { buildTestApp, sendWebhook, waitFor, type TestApp } from '../helpers.js';
+import { managementKey, member, type SignedIn } from '../support/api.js';
+
+/**
+ * /api/v1/integrations: happy paths, each error, and every route with another company's
+ * key, session and ids (STYLE: every route has a security test).
+ */
+let t: TestApp;
+let companyId: string;
+let keyHeaders: Record<string, string>;
+let owner: SignedIn;
+let viewer: SignedIn;
+let other: { companyId: string; key: Record<string, string>; owner: SignedIn; integrationId: string };
+
+beforeAll(async () => {
+  t = await buildTestApp();
+  companyId = (await t.management.createCompany('Acme')).id;
+  keyHeaders = await managementKey(t, companyId);
+  owner = await member(t, companyId, 'owner');
+  viewer = await member(t, companyId, 'viewer');
+  const otherCompany = (await t.management.createCompany('Other')).id;
+  other = {
+    companyId: otherCompany,
+    key: await managementKey(t, otherCompany),
+    owner: await member(t, otherCompany, 'owner'),
+    integrationId: (await t.management.createIntegration(otherCompany, { name: 'Theirs' })).integration.id,
+  };
+});
+afterAll(() => t.close());
+
+const api = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, headers: Record<string, string>, payload?: object) =>
+  t.app.inject({ method, url: `/api/v1${url}`, headers, ...(payload && { payload }) });
+
+async function create(name = 'Stripe', headers = keyHeaders) {
+  const response = await api('POST', '/integrations', headers, { name, rate_limit_per_minute: 600 });
+  expect(response.statusCode, response.body).toBe(201);
+  return response.json<{ integration: { id: string; integration_key: string }; api_key: string; key_id: string }>();
+}
+
+describe('happy paths', () => {
+  test('create returns the integration and its key once; the key sends webhooks', async () => {
+    const created = await create('Billing');
+    expect(created.integration).toMatchObject({ name: 'Billing', enabled: true, rate_limit_per_minute: 600, body_limit_bytes: 1048576 });
+    expect(created.api_key).toMatch(/^whk_dev_/);
+    expect((await sendWebhook(t.app, created.integration.integration_key, { apiKey: created.api_key })).statusCode).toBe(202);
+    const read = await api('GET', `/integrations/${created.integration.id}`, keyHeaders);
+    expect(read.statusCode).toBe(200);
+    expect(read.body).not.toContain(created.api_key);
+  });
+
+  test('list pages newest first by cursor, without gaps or repeats', async () => {
+    const fresh = (await t.management.createCompany('Many')).id;
+    const headers = await managementKey(t, fresh);
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await create(`n${i}`, headers)).integration.id);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = await api('GET', `/integrations?limit=2${cursor ? `&cursor=${cursor}` : ''}`, headers);
+      expect(page.statusCode).toBe(200);
+      const body = page.json<{ data: Array<{ id: string }>; next_cursor: string | null }>();
+      seen.push(...body.data.map((i) => i.id));
+      cursor = body.next_cursor;
+    } while (cursor);
+    expect(seen).toEqual([...ids].reverse());
+  });
+
+  test('update changes only what is sent; disabling refuses webhooks at once', async () => {
+    const created = await create();
+    const patched = await api('PATCH', `/integrations/${created.integration.id}`, owner.change, { description: 'Payments', enabled: false });
+    expect(patched.statusCode, patched.body).toBe(200);
+    expect(patched.json()).toMatchObject({ name: 'Stripe', description: 'Payments', enabled: false, rate_limit_per_minute: 600 });
+    const refused = await sendWebhook(t.app, created.integration.integration_key, { apiKey: created.api_key });
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json().error).toBe('Integration disabled');
+    const cleared = await api('PATCH', `/integrations/${created.integration.id}`, keyHeaders, { rate_limit_per_minute: null, enabled: true });
+    expect(cleared.json()).toMatchObject({ rate_limit_per_minute: null, enabled: true });
+  });
+
+  test('a lower body limit applies to the next webhook', async () => {
+    const created = await create();
+    await api('PATCH', `/integrations/${created.integration.id}`, keyHeaders, { body_limit_bytes: 64 });
+    const big = JSON.stringify({ event: 'e', data: { pad: 'x'.repeat(100) } });
+    expect((await sendWebhook(t.app, created.integration.integration_key, { apiKey: created.api_key, body: big })).statusCode).toBe(413);
+  });
+
+  test('delete makes the address and its key stop working, and the integration a 404', async () => {
+    const created = await create();
+    expect((await api('DELETE', `/integrations/${created.integration.id}`, owner.change)).statusCode).toBe(204);
+    expect((await api('GET', `/integrations/${created.integration.id}`, keyHeaders)).statusCode).toBe(404);
+    expect((await api('DELETE', `/integrations/${created.integration.id}`, keyHeaders)).statusCode).toBe(404);
+    expect((await sendWebhook(t.app, created.integration.integration_key, { apiKey: created.api_key })).statusCode).toBe(401);
+  });
+
+  test('every change is in the audit log, naming who made it', async () => {
+    const created = await create('Audited');
+    await api('PATCH', `/integrations/${created.integration.id}`, owner.change, { name: 'Renamed' });
+    await api('DELETE', `/integrations/${created.integration.id}`, owner.change);
+    const records = await t.store.listAuditLog(companyId, { limit: 50, targetId: created.integration.id });
+    expect(records.map((r) => [r.action, r.actor.type])).toEqual([
+      ['integration.delete', 'user'],
+      ['integration.update', 'user'],
+      ['integration.create', 'key'],
+    ]);
+    expect(records[1]).toMatchObject({ before: { name: 'Audited' }, after: { name: 'Renamed' } });
+    expect(JSON.stringify(records)).not.toContain(created.api_key);
+  });
+});
+
+describe('errors', () => {
+  test.each([
+    ['no name', { description: 'x' }],
+    ['an empty name', { name: '' }],
+    ['a body limit over 16 MiB', { name: 'x', body_limit_bytes: 17 * 1024 * 1024 }],
+    ['a rate limit of 0', { name: 'x', rate_limit_per_minute: 0 }],
+  ])('create with %s is a 400 naming the problem', async (_name, payload) => {
+    const response = await api('POST', '/integrations', keyHeaders, payload);
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toMatchObject({ error: 'Invalid request', code: 'invalid_request' });
+  });
+
+  test('an empty update, a malformed id and a bad cursor are 400s; an unknown id a 404', async () => {
+    const created = await create();
+    expect((await api('PATCH', `/integrations/${created.integration.id}`, keyHeaders, {})).statusCode).toBe(400);
+    expect((await api('GET', '/integrations/not-an-id', keyHeaders)).statusCode).toBe(400);
+    expect((await api('GET', '/integrations?cursor=%%%', keyHeaders)).statusCode).toBe(400);
+    expect((await api('GET', '/integrations/int_0000000000000000000000', keyHeaders)).statusCode).toBe(404);
+  });
+
+  test('without credentials: 401 with the contract body; a revoked management key: 401', async () => {
+    const none = await api('GET', '/integrations', {});
+    expect(none.statusCode).toBe(401);
+    expect(none.json()).toMatchObject({ error: 'Missing API key', message: 'API key is required in the X-API-Key header.' });
+    const key = await t.management.createManagementKey(companyId, ['integrations:manage']);
+    await t.management.revokeKey(companyId, key.id);
+    const revoked = await api('GET', '/integrations', { 'x-api-key': key.apiKey });
+    expect(revoked.statusCode).toBe(401);
+    expect(revoked.json().error).toBe('Invalid API key');
+  });
+
+  test('an integration key, a key without the scope and a viewer cannot change anything', async () => {
+    const created = await create();
+    const integrationKey = { 'x-api-key': created.api_key };
+    const readOnlyKey = await managementKey(t, companyId, ['logs:read']);
+    for (const headers of [integrationKey, readOnlyKey, viewer.change]) {
+      const response = await api('POST', '/integrations', headers, { name: 'nope' });
+      expect(response.statusCode).toBe(403);
+      expect(response.json().error).toBe('Insufficient permissions');
+    }
+    expect((await api('GET', '/integrations', integrationKey)).statusCode).toBe(403);
+    expect((await api('GET', '/integrations', readOnlyKey)).statusCode).toBe(200);
+    expect((await api('GET', '/integrations', viewer.read)).statusCode).toBe(200);
+    expect((await api('PATCH', `/integrations/${created.integration.id}`, viewer.change, { enabled: false })).statusCode).toBe(403);
+    expect((await api('DELETE', `/integrations/${created.integration.id}`, viewer.change)).statusCode).toBe(403);
+  });
+
+  test('a session change without its CSRF token is refused and changes nothing', async () => {
+    const created = await create();
+    const response = await api('PATCH', `/integrations/${created.integration.id}`, owner.read, { enabled: false });
+    expect(response.statusCode).toBe(403);
+    expect(response.json().code).toBe('csrf_failed');
+    const wrong = await api('PATCH', `/integrations/${created.integration.id}`, { ...owner.read, 'x-csrf-token': 'x'.repeat(43) }, { enabled: false });
+    expect(wrong.statusCode).toBe(403);
+    expect((await api('GET', `/integrations/${created.integration.id}`, keyHeaders)).json().enabled).toBe(true);
+  });
+});
+
+describe('security: another company', () => {
+  test("its key and session see none of this company's integrations, and its ids are 404s here", async () => {
+    const mine = await create('Mine');
+    for (const headers of [other.key, other.owner.read]) {
+      const list = await api('GET', '/integrations', headers);
+      expect(list.statusCode).toBe(200);
+      expect(list.body).not.toContain(mine.integration.id);
+      expect((await api('GET', `/integrations/${mine.integration.id}`, headers)).statusCode).toBe(404);
+    }
+    for (const headers of [other.key, other.owner.change]) {
+      expect((await api('PATCH', `/integrations/${mine.integration.id}`, headers, { enabled: false })).statusCode).toBe(404);
+      expect((await api('DELETE', `/integrations/${mine.integration.id}`, headers)).statusCode).toBe(404);
+    }
+    for (const headers of [keyHeaders, owner.change]) {
+      expect((await api('GET', `/integrations/${other.integrationId}`, headers)).statusCode).toBe(404);
+      expect((await api('PATCH', `/integrations/${other.integrationId}`, headers, { name: 'x' })).statusCode).toBe(404);
+    }
+    const still = await api('GET', `/integrations/${mine.integration.id}`, keyHeaders);
+    expect(still.json()).toMatchObject({ name: 'Mine', enabled: true });
+  });
+
+  test('a session cannot pick a company it does not belong to', async () => {
+    const response = await api('GET', '/integrations', { ...owner.read, 'x-company-id': other.companyId });
+    expect(response.statusCode).toBe(404);
+    const mine = await api('GET', '/integrations', { ...owner.read, 'x-company-id': companyId });
+    expect(mine.statusCode).toBe(200);
+  });
+
+  test('a change through the API holds on this node before the answer returns', async () => {
+    const created = await create();
+    await waitFor(async () => ((await sendWebhook(t.app, created.integration.integration_key, { apiKey: created.api_key })).statusCode === 202 ? true : undefined), 'a first 202');
+    await api('PATCH', `/integrations/${created.integration.id}`, keyHeaders, { enabled: false });
+    expect((await sendWebhook(t.app, created.integration.integration_key, { apiKey: created.api_key })).statusCode).toBe(403);
+  });
+});

@@ -1,0 +1,16 @@
+import { newId } from '../../src/domain/ids.js';
+import type { Role, Store } from '../../src/store/store.js';
+
+/**
+ * A member who never signs in, made in the store directly: no password hashing (scrypt
+ * takes most of a second), for tests that only need someone to be in the company.
+ */
+export async function quickMember(store: Store, companyId: string, role: Role): Promise<{ userId: string; email: string }> {
+  const userId = newId('usr');
+  const email = `${role}-${userId.slice(4).toLowerCase()}@example.com`;
+  const now = Date.now();
+  const audit = { actor: { type: 'cli' as const, id: 'test', ip: null }, action: 'member.add', targetType: 'user', targetId: userId, at: now };
+  const outcome = await store.addMember(companyId, email, role, { id: userId, email, passwordHash: 'never-signs-in', createdAt: now }, now, audit);
+  if (outcome.kind !== 'added') throw new Error(`quickMember: ${outcome.kind}`);
+  return { userId, email };
+}
