@@ -199,7 +199,7 @@ describe.each(STORES)('$name store', (factory) => {
         created: true,
       });
       const again = { ...first, id: newId('usr'), passwordHash: 'scrypt$y' };
-      expect(await store.addUser(companyId, again, 'admin')).toEqual({
+      expect(await store.addUser(companyId, again, 'owner')).toEqual({
         id: first.id,
         email: 'ada@example.com',
         created: false,
@@ -208,6 +208,18 @@ describe.each(STORES)('$name store', (factory) => {
       const elsewhere = await store.addUser(otherCompany, { ...first, id: newId('usr') }, 'viewer');
       expect(elsewhere).toEqual({ id: first.id, email: 'ada@example.com', created: false });
       expect(await store.countUsers()).toBe(1);
+    });
+
+    test('addUser again changes the role, but never demotes the last owner', async () => {
+      const companyId = await createCompany(store);
+      const ada = { id: newId('usr'), email: 'ada@example.com', passwordHash: 'scrypt$x', createdAt: T0 };
+      const bob = { id: newId('usr'), email: 'bob@example.com', passwordHash: 'scrypt$x', createdAt: T0 };
+      await store.addUser(companyId, ada, 'owner');
+      await expect(store.addUser(companyId, ada, 'admin')).rejects.toMatchObject({ code: 'conflict' });
+      await store.addUser(companyId, bob, 'owner');
+      await store.addUser(companyId, ada, 'admin');
+      expect((await store.getMember(companyId, ada.id))?.role).toBe('admin');
+      await expect(store.addUser(companyId, bob, 'viewer')).rejects.toMatchObject({ code: 'conflict' });
     });
   });
 

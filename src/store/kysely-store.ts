@@ -327,6 +327,7 @@ export class KyselyStore implements Store {
     audit?: AuditEvent,
   ): Promise<{ id: string; email: string; created: boolean }> {
     return this.db.transaction().execute(async (trx) => {
+      await members.lockCompany(trx, companyId);
       const existing = await trx
         .selectFrom('users')
         .select(['id', 'email'])
@@ -339,11 +340,14 @@ export class KyselyStore implements Store {
           .execute();
       }
       const userId = existing?.id ?? user.id;
-      await trx
-        .insertInto('memberships')
-        .values({ company_id: companyId, user_id: userId, role, created_at: user.createdAt })
-        .onConflict((oc) => oc.columns(['company_id', 'user_id']).doUpdateSet({ role }))
-        .execute();
+      // Already a member: a role change, under the same "one owner stays" rule as the API's.
+      const change = await members.changeMember(trx, companyId, userId, role);
+      if (change.kind === 'last_owner') {
+        throw new AppError('conflict', 'A company must keep at least one owner; make someone else owner first.');
+      }
+      if (change.kind === 'not_found') {
+        await trx.insertInto('memberships').values({ company_id: companyId, user_id: userId, role, created_at: user.createdAt }).execute();
+      }
       await insertAudit(trx, companyId, audit && { ...audit, targetId: userId });
       return { id: userId, email: existing?.email ?? user.email, created: !existing };
     });

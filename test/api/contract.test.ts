@@ -44,6 +44,16 @@ describe('the OpenAPI document', () => {
     expect(registered.filter((route) => !documented.includes(route)), 'routes missing from the document').toEqual([]);
     expect(documented.filter((route) => !registered.includes(route)), 'documented routes that do not exist').toEqual([]);
   });
+
+  test('is OpenAPI 3.1 with both ways in, and has a readable reference page at /api/docs', async () => {
+    const document = (await t.app.inject({ method: 'GET', url: '/api/openapi.json' })).json();
+    expect(document.openapi).toBe('3.1.0');
+    expect(Object.keys(document.components.securitySchemes).sort()).toEqual(['apiKey', 'session']);
+    const page = await t.app.inject({ method: 'GET', url: '/api/docs' });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toContain('text/html');
+    expect(page.body).toContain('swagger-ui');
+  });
 });
 
 /** A fresh integration of the company and its first key, made as the CLI (another actor). */
