@@ -105,7 +105,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   await app.register(setupRoutes, { store });
   const authenticator = new Authenticator(keyCache, config.environment);
   await app.register(
-    async (scope) => apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, sessions: new Sessions(store) }),
+    async (scope) => apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, lastUsed, sessions: new Sessions(store) }),
     { prefix: '/api/v1' },
   );
   await app.register(async (scope) =>

@@ -6,6 +6,7 @@ import { permissionsOfScopes, ROLE_PERMISSIONS, type Permission } from '../domai
 import { AppError } from '../errors.js';
 import type { Authenticator } from '../intake/authenticate.js';
 import type { KeyCache } from '../intake/key-cache.js';
+import type { LastUsedTracker } from '../intake/last-used.js';
 import { Management } from '../services/management.js';
 import type { Actor, Role, SessionRecord, Store } from '../store/store.js';
 
@@ -15,6 +16,8 @@ export interface ApiDeps {
   authenticator: Authenticator;
   keyCache: KeyCache;
   sessions: Sessions;
+  /** Where a management key's use is recorded (written behind, as for intake). */
+  lastUsed: LastUsedTracker;
 }
 
 /** Who is calling /api/v1, for which company, allowed to do what. */
@@ -70,6 +73,7 @@ async function resolvePrincipal(deps: ApiDeps, request: FastifyRequest): Promise
     if (grant instanceof AppError) throw grant;
     // An integration's key (webhooks:*) is valid here but may do nothing.
     if (grant.integrationId !== null || request.routeOptions.config.sessionOnly) throw new AppError('insufficient_permissions');
+    deps.lastUsed.record({ companyId: grant.companyId, keyId: grant.keyId, at: Date.now(), ip: request.ip });
     return {
       companyId: grant.companyId,
       actor: { type: 'key', id: grant.keyId, ip: request.ip },

@@ -4,12 +4,14 @@ import { MANAGEMENT_SCOPES } from '../domain/api-key.js';
 import type { KeyDetails } from '../store/store.js';
 import { managementFor, principalOf, type ApiDeps } from './context.js';
 import { KeyCommon, KeyName, ShownOnce, presentKeyCommon } from './keys.js';
-import { ERROR_RESPONSES, Id, Page, PageQuery, pageOf } from './schemas.js';
+import { ERROR_RESPONSES, Id, NullableTimestamp, Page, PageQuery, iso, pageOf } from './schemas.js';
 
 export const ManagementKeySchema = Type.Object(
   {
     ...KeyCommon,
     scopes: Type.Array(Type.String(), { description: 'integrations:manage and/or logs:read, for the whole company.' }),
+    last_used_at: NullableTimestamp,
+    last_used_ip: Type.Union([Type.String(), Type.Null()]),
   },
   { $id: 'ManagementKey' },
 );
@@ -21,7 +23,11 @@ const OWNERS_ONLY =
 /** /api/v1/management-keys: the company's keys for this API. */
 export async function managementKeyRoutes(app: AppInstance, deps: ApiDeps): Promise<void> {
   const tags = ['Management keys'];
-  const present = (key: KeyDetails) => presentKeyCommon(key, Date.now());
+  const present = (key: KeyDetails) => ({
+    ...presentKeyCommon(key, Date.now()),
+    last_used_at: iso(key.lastUsedAt),
+    last_used_ip: key.lastUsedIp,
+  });
 
   app.get(
     '/management-keys',

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { hashApiKey } from '../../src/domain/api-key.js';
 import { newId } from '../../src/domain/ids.js';
-import { buildTestApp, sendWebhook, type TestApp, type TestTenant } from '../helpers.js';
+import { buildTestApp, sendWebhook, waitFor, type TestApp, type TestTenant } from '../helpers.js';
 import { managementKey, member, type SignedIn } from '../support/api.js';
 
 /**
@@ -185,3 +185,23 @@ describe('security: another company', () => {
   });
 });
 
+
+describe('last use', () => {
+  test("a management key's calls to this API show as its last use (time and IP)", async () => {
+    const created = await create({ scopes: ['logs:read'] });
+    expect((await listed()).find((k) => k.id === created.key.id)).toMatchObject({ last_used_at: null, last_used_ip: null });
+    const call = await t.app.inject({
+      method: 'GET',
+      url: '/api/v1/requests',
+      headers: { 'x-api-key': created.api_key },
+      remoteAddress: '198.51.100.23',
+    });
+    expect(call.statusCode).toBe(200);
+    // Written behind, once a second.
+    const used = await waitFor(async () => {
+      const key = (await listed()).find((k) => k.id === created.key.id) as ManagementKeyBody & { last_used_ip: string | null };
+      return key.last_used_ip === null ? undefined : key;
+    }, 'the last use to be written');
+    expect(used).toMatchObject({ last_used_ip: '198.51.100.23' });
+  });
+});
