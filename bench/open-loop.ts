@@ -1,0 +1,167 @@
+import { Agent, request, type ClientRequest } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { LoadTarget } from './closed-loop.js';
+
+export interface OpenLoopOptions {
+  ratePerSecond: number;
+  seconds: number;
+  /**
+   * Connections the generator may hold open. A request due while all are busy waits in the
+   * generator, and that wait counts in its latency, as it would for a real sender.
+   */
+  maxConnections: number;
+  /** A request not answered this long after it got its connection counts as `timeout`. */
+  timeoutMs: number;
+}
+
+/** Nearest-rank percentiles, in ms. */
+export interface Percentiles {
+  p50: number;
+  p99: number;
+  p99_9: number;
+  max: number;
+}
+
+export interface OpenLoopResult {
+  ratePerSecond: number;
+  seconds: number;
+  scheduled: number;
+  /** Answers by status, plus `timeout` and `error CODE` (the connection failed). */
+  statuses: Record<string, number>;
+  /** Still waiting for a connection when the load stopped: never sent. */
+  abandoned: number;
+  /** Of answered requests, from the time each was due to the end of its answer. */
+  latencyMs: Percentiles;
+  /**
+   * How late the generator itself started requests: when large, the latencies above
+   * include the generator's own backlog, not only the service's.
+   */
+  generatorLagMs: Percentiles;
+}
+
+export interface OpenLoopRun {
+  /** Resolves when the last request has been scheduled, with performance.now() at that moment. */
+  loadStopped: Promise<number>;
+  /** Resolves when every sent request is answered, failed or timed out. */
+  finished: Promise<OpenLoopResult>;
+}
+
+/**
+ * Sends requests at fixed times whatever the answers (open loop), the way independent
+ * senders do. Latency runs from the time a request was due, not from when it went out, so
+ * a slow answer that delays the next request still counts against the service (no
+ * coordinated omission).
+ */
+export function startOpenLoop(target: LoadTarget, options: OpenLoopOptions): OpenLoopRun {
+  const url = new URL(target.url);
+  const agent = new Agent({ keepAlive: true, maxSockets: options.maxConnections });
+  const headers = { ...target.headers, 'content-length': String(target.body.length) };
+  const intervalMs = 1000 / options.ratePerSecond;
+  const total = Math.round(options.ratePerSecond * options.seconds);
+  const statuses: Record<string, number> = {};
+  const latencies: number[] = [];
+  const lags: number[] = [];
+  // Requests not yet given a connection, with what settles each one.
+  const waitingForConnection = new Map<ClientRequest, (key: string | null) => void>();
+  let outstanding = 0;
+  let abandoned = 0;
+  let stopped = false;
+  let resolveFinished: () => void = () => {};
+  const allAnswered = new Promise<void>((resolve) => (resolveFinished = resolve));
+
+  const count = (key: string) => (statuses[key] = (statuses[key] ?? 0) + 1);
+  const settle = () => {
+    outstanding--;
+    if (stopped && outstanding === 0) resolveFinished();
+  };
+
+  const send = (dueAt: number) => {
+    lags.push(performance.now() - dueAt);
+    outstanding++;
+    let settled = false;
+    let deadline: NodeJS.Timeout | undefined;
+    const done = (key: string | null) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(deadline);
+      if (key !== null) count(key);
+      settle();
+    };
+    const req = request(
+      { agent, host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers },
+      (res) => {
+        res.resume();
+        res.on('end', () => {
+          latencies.push(performance.now() - dueAt);
+          done(String(res.statusCode));
+        });
+        res.on('error', () => done('error'));
+      },
+    );
+    waitingForConnection.set(req, done);
+    // The sender's clock starts when its request has a connection, and covers connecting
+    // (a full accept queue makes the kernel drop SYNs, retried after 1, 3, 7 s…).
+    req.once('socket', () => {
+      waitingForConnection.delete(req);
+      deadline = setTimeout(() => {
+        done('timeout');
+        req.destroy();
+      }, options.timeoutMs);
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => done(`error ${error.code ?? error.message}`));
+    req.end(target.body);
+  };
+
+  const loadStopped = new Promise<number>((resolve) => {
+    const start = performance.now();
+    let next = 0;
+    const tick = () => {
+      const now = performance.now();
+      for (; next < total && start + next * intervalMs <= now; next++) send(start + next * intervalMs);
+      if (next < total) {
+        // Timers fire with 1 ms granularity at best; requests due meanwhile go out together.
+        setTimeout(tick, Math.max(1, Math.floor(start + next * intervalMs - now)));
+        return;
+      }
+      stopped = true;
+      const stoppedAt = performance.now();
+      // The agent hands out connections on the next tick; only requests still without one
+      // after that are waiting for a busy connection, and those are never sent.
+      setImmediate(() => {
+        for (const [req, done] of waitingForConnection) {
+          abandoned++;
+          done(null);
+          req.destroy();
+        }
+        waitingForConnection.clear();
+        if (outstanding === 0) resolveFinished();
+        resolve(stoppedAt);
+      });
+    };
+    tick();
+  });
+
+  const finished = allAnswered.then(() => {
+    agent.destroy();
+    return {
+      ratePerSecond: Math.round(options.ratePerSecond),
+      seconds: options.seconds,
+      scheduled: total,
+      statuses,
+      abandoned,
+      latencyMs: percentiles(latencies),
+      generatorLagMs: percentiles(lags),
+    };
+  });
+  return { loadStopped, finished };
+}
+
+export function percentiles(values: number[]): Percentiles {
+  const sorted = Float64Array.from(values).sort();
+  const at = (p: number) => round2(sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN);
+  return { p50: at(50), p99: at(99), p99_9: at(99.9), max: at(100) };
+}
+
+function round2(value: number): number {
+  return Math.round(value * 100) / 100;
+}
