@@ -94,36 +94,8 @@ export class KyselyStore implements Store {
     report.partitionsDropped = await this.dropPartitionsBefore(now - longest * DAY_MS);
     for (const company of companies) {
       const cutoff = now - company.retention_days * DAY_MS;
-      report.webhooks += await this.purgeInBatches(() =>
-        this.db
-          .deleteFrom('webhooks')
-          .where('company_id', '=', company.id)
-          .where('received_at', '<', cutoff)
-          .where('uuid', 'in', (eb) =>
-            eb
-              .selectFrom('webhooks')
-              .select('uuid')
-              .where('company_id', '=', company.id)
-              .where('received_at', '<', cutoff)
-              .limit(PURGE_BATCH),
-          )
-          .executeTakeFirst(),
-      );
-      report.requestLog += await this.purgeInBatches(() =>
-        this.db
-          .deleteFrom('request_log')
-          .where('company_id', '=', company.id)
-          .where('received_at', '<', cutoff)
-          .where('id', 'in', (eb) =>
-            eb
-              .selectFrom('request_log')
-              .select('id')
-              .where('company_id', '=', company.id)
-              .where('received_at', '<', cutoff)
-              .limit(PURGE_BATCH),
-          )
-          .executeTakeFirst(),
-      );
+      report.webhooks += await this.purgeCompanyRows('webhooks', 'uuid', company.id, cutoff);
+      report.requestLog += await this.purgeCompanyRows('request_log', 'id', company.id, cutoff);
     }
     const claimCutoff = now - IDEMPOTENCY_WINDOW_MS;
     report.idempotencyKeys = await this.purgeInBatches(() =>
@@ -159,6 +131,22 @@ export class KyselyStore implements Store {
    */
   protected async dropPartitionsBefore(_cutoff: number): Promise<string[]> {
     return [];
+  }
+
+  /** Deletes a company's rows of a time-series table older than `cutoff`, a batch at a time. */
+  private purgeCompanyRows(table: 'webhooks' | 'request_log', key: 'uuid' | 'id', companyId: string, cutoff: number) {
+    // One query for either table: Kysely's types cannot follow a table chosen at run time.
+    const db = this.db as unknown as Kysely<Record<typeof table, { company_id: string; received_at: number; uuid: string; id: string }>>;
+    return this.purgeInBatches(() =>
+      db
+        .deleteFrom(table)
+        .where('company_id', '=', companyId)
+        .where('received_at', '<', cutoff)
+        .where(key, 'in', (eb) =>
+          eb.selectFrom(table).select(key).where('company_id', '=', companyId).where('received_at', '<', cutoff).limit(PURGE_BATCH),
+        )
+        .executeTakeFirst(),
+    );
   }
 
   private async purgeInBatches(deleteBatch: () => Promise<{ numDeletedRows: bigint }>): Promise<number> {
