@@ -130,9 +130,8 @@ export class Management {
       integrationId,
       enabled,
       this.now(),
-      this.audit(enabled ? 'integration.enable' : 'integration.disable', 'integration', integrationId, {
-        after: { enabled },
-      }),
+      // The store records the integration before and after.
+      this.audit(enabled ? 'integration.enable' : 'integration.disable', 'integration', integrationId),
     );
     if (!changed) throw notFound('integration', integrationId);
     return { id: integrationId, enabled };

@@ -380,15 +380,9 @@ export class KyselyStore implements Store {
   }
 
   async getIntegration(companyId: string, integrationId: string): Promise<Integration | undefined> {
-    const row = await this.db
-      .selectFrom('integrations')
-      .selectAll()
-      .where('company_id', '=', companyId)
-      .where('id', '=', integrationId)
-      .where('deleted_at', 'is', null)
-      .executeTakeFirst();
-    return row && integrations.integrationOfRow(row);
+    return integrations.findLiveIntegration(this.db, companyId, integrationId);
   }
+
 
 
   async setIntegrationEnabled(
@@ -398,20 +392,9 @@ export class KyselyStore implements Store {
     at: number,
     audit?: AuditEvent,
   ): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
-      const result = await trx
-        .updateTable('integrations')
-        .set({ enabled: enabled ? 1 : 0, updated_at: at })
-        .where('company_id', '=', companyId)
-        .where('id', '=', integrationId)
-        .where('deleted_at', 'is', null)
-        .executeTakeFirst();
-      if (result.numUpdatedRows === 0n) return false;
-      await recordAuthChange(trx, at);
-      await insertAudit(trx, companyId, audit);
-      return true;
-    });
+    return (await this.updateIntegration(companyId, integrationId, { enabled }, at, audit)) !== undefined;
   }
+
 
   async createApiKey(companyId: string, key: NewApiKey, audit?: AuditEvent): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
@@ -556,13 +539,13 @@ export class KyselyStore implements Store {
     return integrations.listIntegrations(this.db, companyId, query);
   }
 
-  async updateIntegration(companyId: string, integrationId: string, changes: IntegrationChanges, at: number, audit: AuditEvent) {
+  async updateIntegration(companyId: string, integrationId: string, changes: IntegrationChanges, at: number, audit?: AuditEvent) {
     return this.db.transaction().execute(async (trx) => {
       const result = await integrations.updateIntegration(trx, companyId, integrationId, changes, at);
       if (!result) return undefined;
       // The key cache holds enabled and the limits: every node must reload them.
       await recordAuthChange(trx, at);
-      await insertAudit(trx, companyId, { ...audit, before: result.before, after: result.after });
+      await insertAudit(trx, companyId, audit && { ...audit, before: result.before, after: result.after });
       return result;
     });
   }

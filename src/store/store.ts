@@ -139,7 +139,7 @@ export interface Store {
     integrationId: string,
     changes: IntegrationChanges,
     at: number,
-    audit: AuditEvent,
+    audit?: AuditEvent,
   ): Promise<{ before: Integration; after: Integration } | undefined>;
   /** Deletes an integration: its address and keys stop working; false when there is none. */
   deleteIntegration(companyId: string, integrationId: string, at: number, audit: AuditEvent): Promise<boolean>;

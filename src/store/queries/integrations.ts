@@ -18,6 +18,22 @@ export function integrationOfRow(row: Selectable<IntegrationsTable>): Integratio
   };
 }
 
+/** The company's integration with this id, unless it was deleted. */
+export async function findLiveIntegration(
+  db: Kysely<Database>,
+  companyId: string,
+  integrationId: string,
+): Promise<Integration | undefined> {
+  const row = await db
+    .selectFrom('integrations')
+    .selectAll()
+    .where('company_id', '=', companyId)
+    .where('id', '=', integrationId)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+  return row && integrationOfRow(row);
+}
+
 /** The company's live integrations, newest first. */
 export async function listIntegrations(
   db: Kysely<Database>,
@@ -43,15 +59,8 @@ export async function updateIntegration(
   changes: IntegrationChanges,
   at: number,
 ): Promise<{ before: Integration; after: Integration } | undefined> {
-  const row = await trx
-    .selectFrom('integrations')
-    .selectAll()
-    .where('company_id', '=', companyId)
-    .where('id', '=', integrationId)
-    .where('deleted_at', 'is', null)
-    .executeTakeFirst();
-  if (!row) return undefined;
-  const before = integrationOfRow(row);
+  const before = await findLiveIntegration(trx, companyId, integrationId);
+  if (!before) return undefined;
   const after: Integration = { ...before, ...changes, updatedAt: at };
   await trx
     .updateTable('integrations')
