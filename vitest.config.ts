@@ -27,6 +27,8 @@ const ON_BOTH_DATABASES = [
   'test/api/auth.test.ts',
   'test/api/members.test.ts',
   'test/api/contract.test.ts',
+  'test/api/setup.test.ts',
+  'test/api/webhook-stream.test.ts',
 ];
 
 const postgres = await probePostgres(TEST_POSTGRES_URL);

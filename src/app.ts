@@ -18,7 +18,7 @@ import { RetentionJob } from './ops/retention.js';
 import { RateLimiter } from './intake/rate-limit.js';
 import { intakeRoutes } from './intake/routes.js';
 import { healthRoutes } from './ops/health.js';
-import { setupRoutes } from './admin/setup.js';
+import { panelRoutes } from './admin/panel.js';
 import type { Store } from './store/store.js';
 import { createLogger } from './logger.js';
 
@@ -102,7 +102,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
 
   const counters = { unknownIntegrationRequests: 0 };
   await app.register(healthRoutes, { store, writer, counters });
-  await app.register(setupRoutes, { store });
+  await app.register(panelRoutes);
   const authenticator = new Authenticator(keyCache, config.environment);
   await app.register(
     async (scope) => apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, lastUsed, sessions: new Sessions(store) }),

@@ -56,6 +56,11 @@ export const ERRORS = {
     title: 'Insufficient permissions',
     message: 'Your role in this company does not allow this.',
   },
+  setup_link_invalid: {
+    status: 403,
+    title: 'Setup link not valid',
+    message: 'This setup link is wrong, expired or already used. Sign in, or ask the operator for a new link.',
+  },
   conflict: { status: 409, title: 'Conflict', message: 'The request conflicts with the current state.' },
   not_found: { status: 404, title: 'Not found', message: 'The requested resource does not exist.' },
   method_not_allowed: { status: 405, title: 'Method not allowed', message: 'This method is not allowed on this path.' },

@@ -60,6 +60,11 @@ export class Sessions {
       this.failures.count(`account:${account}`);
       throw new AppError('invalid_credentials');
     }
+    return this.start(user, ip, userAgent);
+  }
+
+  /** A new session for a user whose identity is established (signed in, or just set up). */
+  async start(user: { id: string; email: string }, ip: string, userAgent: string | null): Promise<SignedIn> {
     const now = this.now();
     // A new id at every sign-in: a session id planted before sign-in is worth nothing.
     const cookieValue = randomBytes(32).toString('base64url');

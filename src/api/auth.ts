@@ -1,10 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { ABSOLUTE_TIMEOUT_MS, SESSION_COOKIE } from '../admin/sessions.js';
+import { ABSOLUTE_TIMEOUT_MS, SESSION_COOKIE, type SignedIn } from '../admin/sessions.js';
+import { setupTokenHash } from '../admin/setup.js';
+import { newId } from '../domain/ids.js';
+import { Management } from '../services/management.js';
 import type { AppInstance } from '../app.js';
 import { AppError } from '../errors.js';
-import { noContent, principalOf, type ApiDeps } from './context.js';
-import { ERROR_RESPONSES, Id, RoleSchema } from './schemas.js';
+import { managementOptions, noContent, principalOf, type ApiDeps } from './context.js';
+import { ERROR_RESPONSES, ErrorResponse, Id, RoleSchema } from './schemas.js';
 
 const SessionSchema = Type.Object(
   {
@@ -32,6 +35,18 @@ export async function authRoutes(app: AppInstance, deps: ApiDeps): Promise<void>
     csrf_token: csrfToken,
     environment: deps.config.environment,
   });
+  const startSession = (reply: FastifyReply, signedIn: SignedIn) => {
+    reply.setCookie(SESSION_COOKIE, signedIn.cookieValue, {
+      path: '/',
+      httpOnly: true,
+      // Lax: the cookie goes with top-level navigation to the panel, not with cross-site
+      // POSTs; the CSRF token covers the rest.
+      sameSite: 'lax',
+      secure,
+      maxAge: ABSOLUTE_TIMEOUT_MS / 1000,
+    });
+    return describe(signedIn.user.id, signedIn.user.email, signedIn.session.csrfToken);
+  };
   const clearCookie = (reply: FastifyReply) => reply.clearCookie(SESSION_COOKIE, { path: '/', httpOnly: true, sameSite: 'lax', secure });
 
   app.post(
@@ -50,18 +65,41 @@ export async function authRoutes(app: AppInstance, deps: ApiDeps): Promise<void>
       },
     },
     async (request, reply) => {
-      const userAgent = request.headers['user-agent'] ?? null;
-      const signedIn = await deps.sessions.signIn(request.body.email, request.body.password, request.ip, userAgent);
-      reply.setCookie(SESSION_COOKIE, signedIn.cookieValue, {
-        path: '/',
-        httpOnly: true,
-        // Lax: the cookie goes with top-level navigation to the panel, not with cross-site
-        // POSTs; the CSRF token covers the rest.
-        sameSite: 'lax',
-        secure,
-        maxAge: ABSOLUTE_TIMEOUT_MS / 1000,
+      const signedIn = await deps.sessions.signIn(request.body.email, request.body.password, request.ip, userAgentOf(request));
+      return startSession(reply, signedIn);
+    },
+  );
+
+  app.post(
+    '/auth/setup',
+    {
+      config: { public: true },
+      schema: {
+        tags,
+        summary: 'First-run setup',
+        description:
+          'Uses the one-time setup link the server printed on its first start (`/admin/setup?token=…`): creates the ' +
+          'company and its first owner, and signs them in. A link works once, for 24 hours.',
+        security: [],
+        body: Type.Object({
+          token: Type.String({ minLength: 1, maxLength: 200, description: 'The `token` of the setup link.' }),
+          company_name: Type.String({ maxLength: 200 }),
+          email: Type.String({ maxLength: 320 }),
+          password: Type.String({ maxLength: 1024, description: 'At least 12 characters.' }),
+        }),
+        response: { 200: SessionSchema, ...ERROR_RESPONSES, 409: ErrorResponse },
+      },
+    },
+    async (request, reply) => {
+      const ownerId = newId('usr');
+      const management = new Management(deps.store, managementOptions(deps.config), { type: 'user', id: ownerId, ip: request.ip });
+      const { owner } = await management.completeSetup(setupTokenHash(request.body.token), {
+        companyName: request.body.company_name,
+        email: request.body.email,
+        password: request.body.password,
+        ownerId,
       });
-      return describe(signedIn.user.id, signedIn.user.email, signedIn.session.csrfToken);
+      return startSession(reply, await deps.sessions.start(owner, request.ip, userAgentOf(request)));
     },
   );
 
@@ -121,6 +159,10 @@ export async function authRoutes(app: AppInstance, deps: ApiDeps): Promise<void>
       return noContent(reply);
     },
   );
+}
+
+function userAgentOf(request: FastifyRequest): string | null {
+  return request.headers['user-agent'] ?? null;
 }
 
 function sessionOf(request: FastifyRequest) {

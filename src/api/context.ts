@@ -7,7 +7,7 @@ import { AppError } from '../errors.js';
 import type { Authenticator } from '../intake/authenticate.js';
 import type { KeyCache } from '../intake/key-cache.js';
 import type { LastUsedTracker } from '../intake/last-used.js';
-import { Management } from '../services/management.js';
+import { Management, type ManagementOptions } from '../services/management.js';
 import type { Actor, Role, SessionRecord, Store } from '../store/store.js';
 
 export interface ApiDeps {
@@ -41,6 +41,8 @@ declare module 'fastify' {
     public?: boolean;
     /** For a signed-in session only, and about the user, not a company (sign-out, who am I). */
     sessionOnly?: boolean;
+    /** The company may be named by a `company_id` query parameter (EventSource cannot send headers). */
+    companyInQuery?: boolean;
   }
 }
 
@@ -88,7 +90,7 @@ async function resolvePrincipal(deps: ApiDeps, request: FastifyRequest): Promise
   const actor: Actor = { type: 'user', id: session.userId, ip: request.ip };
   if (request.routeOptions.config.sessionOnly) return { companyId: '', actor, permissions: new Set(), session };
   const memberships = await deps.store.listMembershipsOfUser(session.userId);
-  const chosen = header(request, 'x-company-id');
+  const chosen = header(request, 'x-company-id') ?? companyFromQuery(request);
   const membership =
     chosen === undefined ? (memberships.length === 1 ? memberships[0] : undefined) : memberships.find((m) => m.companyId === chosen);
   if (!membership) {
@@ -108,6 +110,12 @@ async function resolvePrincipal(deps: ApiDeps, request: FastifyRequest): Promise
   };
 }
 
+function companyFromQuery(request: FastifyRequest): string | undefined {
+  if (!request.routeOptions.config.companyInQuery) return undefined;
+  const value = (request.query as { company_id?: unknown }).company_id;
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
 function header(request: FastifyRequest, name: string): string | undefined {
   const value = request.headers[name];
   return typeof value === 'string' && value !== '' ? value : undefined;
@@ -121,13 +129,11 @@ export function principalOf(request: FastifyRequest): Principal {
 
 /** The change service acting for this request's caller (their audit records name them). */
 export function managementFor(deps: ApiDeps, request: FastifyRequest): Management {
-  const principal = principalOf(request);
-  const management = new Management(
-    deps.store,
-    { environment: deps.config.environment, baseUrl: deps.config.baseUrl, defaultBodyLimit: deps.config.defaultBodyLimit },
-    principal.actor,
-  );
-  return management;
+  return new Management(deps.store, managementOptions(deps.config), principalOf(request).actor);
+}
+
+export function managementOptions(config: Config): ManagementOptions {
+  return { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit };
 }
 
 /** For handlers that answer 204. */

@@ -14,6 +14,7 @@ import { managementKeyRoutes } from './management-keys.js';
 import { memberRoutes } from './members.js';
 import { requestLogRoutes } from './requests.js';
 import { usageRoutes } from './usage.js';
+import { webhookStreamRoutes } from './webhook-stream.js';
 import { webhookRoutes } from './webhooks.js';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -55,6 +56,7 @@ export async function apiV1Routes(app: AppInstance, deps: ApiDeps): Promise<void
   await managementKeyRoutes(app, deps);
   // --- webhooks, request log, usage ---
   await webhookRoutes(app, deps);
+  await webhookStreamRoutes(app, deps);
   await requestLogRoutes(app, deps);
   await usageRoutes(app, deps);
   // --- members, company settings, audit log ---

@@ -150,7 +150,8 @@ function search(query: FilterQuery): Omit<WebhookSearch, 'limit'> {
   };
 }
 
-function summary(webhook: StoredWebhook) {
+/** A webhook as lists show it (no headers, no raw body). */
+export function summary(webhook: StoredWebhook) {
   return {
     uuid: webhook.uuid,
     integration_id: webhook.integrationId,

@@ -70,24 +70,45 @@ export class Management {
 
   async addUser(companyId: string, email: string, password: string, role: string): Promise<{ id: string; email: string }> {
     await this.requireCompany(companyId);
-    const normalized = email.trim().toLowerCase();
-    if (!EMAIL_PATTERN.test(normalized)) throw new AppError('invalid_request', `"${email}" is not an email address.`);
-    if (!ROLES.includes(role as Role)) {
-      throw new AppError('invalid_request', `The role must be one of ${ROLES.join(', ')}.`, { field: 'role' });
-    }
-    if (password.length < MIN_PASSWORD_LENGTH) {
-      throw new AppError('invalid_request', `The password must be at least ${MIN_PASSWORD_LENGTH} characters.`, {
-        field: 'password',
-      });
-    }
-    const user = { id: newId('usr'), email: normalized, passwordHash: await hashPassword(password), createdAt: this.now() };
+    const validRole = this.validRole(role);
+    const user = await this.newUser(newId('usr'), email, password);
     const added = await this.store.addUser(
       companyId,
       user,
-      role as Role,
-      this.audit('member.add', 'user', user.id, { after: { email: normalized, role } }),
+      validRole,
+      this.audit('member.add', 'user', user.id, { after: { email: user.email, role: validRole } }),
     );
     return { id: added.id, email: added.email };
+  }
+
+  /**
+   * First-run setup from the one-time link: the company and its first owner (`ownerId`,
+   * who is also this instance's actor). AppError setup_link_invalid when the token is
+   * wrong, used or expired; nothing is stored then.
+   */
+  async completeSetup(tokenHash: string, input: { companyName: string; email: string; password: string; ownerId: string }) {
+    const now = this.now();
+    // Checked before the password is hashed, so a stream of guesses costs no CPU; the
+    // store checks again atomically when it uses the token up.
+    if (!(await this.store.isSetupTokenUsable(tokenHash, now))) throw new AppError('setup_link_invalid');
+    const company = { id: newId('cmp'), name: validName(input.companyName), retentionDays: DEFAULT_RETENTION_DAYS, createdAt: now };
+    const owner = await this.newUser(input.ownerId, input.email, input.password);
+    const done = await this.store.completeSetup(tokenHash, now, company, owner, {
+      company: this.audit('company.create', 'company', company.id, { after: company }),
+      owner: this.audit('member.add', 'user', owner.id, { after: { email: owner.email, role: 'owner' } }),
+    });
+    if (!done) throw new AppError('setup_link_invalid');
+    return { company, owner: { id: owner.id, email: owner.email } };
+  }
+
+  /** A new account's row: the email checked and lower-cased, the password long enough and hashed. */
+  private async newUser(id: string, email: string, password: string): Promise<NewUser> {
+    const normalized = email.trim().toLowerCase();
+    if (!EMAIL_PATTERN.test(normalized)) throw new AppError('invalid_request', `"${email}" is not an email address.`, { field: 'email' });
+    if (password.length < MIN_PASSWORD_LENGTH) {
+      throw new AppError('invalid_request', `The password must be at least ${MIN_PASSWORD_LENGTH} characters.`, { field: 'password' });
+    }
+    return { id, email: normalized, passwordHash: await hashPassword(password), createdAt: this.now() };
   }
 
   async createIntegration(companyId: string, input: NewIntegrationInput) {

@@ -356,6 +356,51 @@ export class KyselyStore implements Store {
       .execute();
   }
 
+  async isSetupTokenUsable(tokenHash: string, now: number): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('setup_tokens')
+      .select('token_hash')
+      .where('token_hash', '=', tokenHash)
+      .where('used_at', 'is', null)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  async completeSetup(
+    tokenHash: string,
+    now: number,
+    company: Company,
+    owner: NewUser,
+    audit: { company: AuditEvent; owner: AuditEvent },
+  ): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      // The update is the claim: two tabs submitting the same link cannot both set up.
+      const claimed = await trx
+        .updateTable('setup_tokens')
+        .set({ used_at: now })
+        .where('token_hash', '=', tokenHash)
+        .where('used_at', 'is', null)
+        .where('expires_at', '>', now)
+        .executeTakeFirst();
+      if (Number(claimed.numUpdatedRows) !== 1) return false;
+      const taken = await trx.selectFrom('users').select('id').where('email', '=', owner.email).executeTakeFirst();
+      if (taken) throw new AppError('conflict', `An account with ${owner.email} exists already: sign in instead.`, { field: 'email' });
+      await trx
+        .insertInto('companies')
+        .values({ id: company.id, name: company.name, retention_days: company.retentionDays, created_at: company.createdAt })
+        .execute();
+      await trx
+        .insertInto('users')
+        .values({ id: owner.id, email: owner.email, password_hash: owner.passwordHash, created_at: owner.createdAt })
+        .execute();
+      await trx.insertInto('memberships').values({ company_id: company.id, user_id: owner.id, role: 'owner', created_at: now }).execute();
+      await insertAudit(trx, company.id, audit.company);
+      await insertAudit(trx, company.id, audit.owner);
+      return true;
+    });
+  }
+
   async createIntegration(companyId: string, integration: Integration, firstKey: NewApiKey, audit?: AuditEvent): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
       await trx

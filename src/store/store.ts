@@ -60,6 +60,20 @@ export interface Store {
   /** Across all companies: first run is when nobody exists yet. */
   countUsers(): Promise<number>;
   createSetupToken(tokenHash: string, createdAt: number, expiresAt: number): Promise<void>;
+  /** Whether a setup token exists, unused and unexpired at `now` (a cheap check before hashing a password). */
+  isSetupTokenUsable(tokenHash: string, now: number): Promise<boolean>;
+  /**
+   * First-run setup, all or nothing: uses up the setup token (unused, unexpired at `now`),
+   * creates the company and its first owner. Returns false, changing nothing, when the token
+   * does not qualify. Not tenant-scoped: it makes the tenant.
+   */
+  completeSetup(
+    tokenHash: string,
+    now: number,
+    company: Company,
+    owner: NewUser,
+    audit: { company: AuditEvent; owner: AuditEvent },
+  ): Promise<boolean>;
 
   // Integrations and keys.
   createIntegration(companyId: string, integration: Integration, firstKey: NewApiKey, audit?: AuditEvent): Promise<void>;

@@ -1,0 +1,58 @@
+import { BrowserRouter, Navigate, Route, Routes, useLocation } from 'react-router';
+import { Layout } from './components/layout';
+import { ErrorMessage, Loading } from './components/ui';
+import { AuditLogPage } from './pages/audit-log';
+import { IntegrationPage } from './pages/integration';
+import { IntegrationsPage } from './pages/integrations';
+import { LoginPage } from './pages/login';
+import { ManagementKeysPage } from './pages/management-keys';
+import { MembersPage } from './pages/members';
+import { RequestsPage } from './pages/requests';
+import { SettingsPage } from './pages/settings';
+import { SetupPage } from './pages/setup';
+import { UsagePage } from './pages/usage';
+import { WebhooksPage } from './pages/webhooks';
+import { SessionProvider, useSessionState } from './session';
+
+/** The panel lives under /admin; the server answers index.html for every path below it. */
+export function App() {
+  return (
+    <BrowserRouter basename="/admin">
+      <SessionProvider>
+        <Routes>
+          <Route path="/setup" element={<SetupPage />} />
+          <Route path="/login" element={<LoginPage />} />
+          <Route path="/*" element={<SignedInRoutes />} />
+        </Routes>
+      </SessionProvider>
+    </BrowserRouter>
+  );
+}
+
+function SignedInRoutes() {
+  const { state, reload } = useSessionState();
+  const location = useLocation();
+  if (state.status === 'loading') return <Loading />;
+  if (state.status === 'failed') return <ErrorMessage error={state.error} retry={reload} />;
+  if (state.status === 'signed-out') {
+    const next = location.pathname + location.search;
+    return <Navigate to={`/login${next === '/' ? '' : `?next=${encodeURIComponent(next)}`}`} replace />;
+  }
+  return (
+    <Routes>
+      <Route element={<Layout />}>
+        <Route index element={<Navigate to="/integrations" replace />} />
+        <Route path="integrations" element={<IntegrationsPage />} />
+        <Route path="integrations/:integrationId" element={<IntegrationPage />} />
+        <Route path="webhooks" element={<WebhooksPage />} />
+        <Route path="requests" element={<RequestsPage />} />
+        <Route path="usage" element={<UsagePage />} />
+        <Route path="members" element={<MembersPage />} />
+        <Route path="management-keys" element={<ManagementKeysPage />} />
+        <Route path="audit-log" element={<AuditLogPage />} />
+        <Route path="settings" element={<SettingsPage />} />
+        <Route path="*" element={<p>This page does not exist.</p>} />
+      </Route>
+    </Routes>
+  );
+}

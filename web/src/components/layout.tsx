@@ -1,0 +1,78 @@
+import { NavLink, Outlet } from 'react-router';
+import { useSession, type Permission } from '../session';
+
+const NAV: { to: string; label: string; needs: Permission }[] = [
+  { to: '/integrations', label: 'Integrations', needs: 'integrations:read' },
+  { to: '/webhooks', label: 'Webhooks', needs: 'logs:read' },
+  { to: '/requests', label: 'Requests', needs: 'logs:read' },
+  { to: '/usage', label: 'Usage', needs: 'logs:read' },
+  { to: '/members', label: 'Members', needs: 'members:read' },
+  { to: '/management-keys', label: 'Management keys', needs: 'members:manage' },
+  { to: '/audit-log', label: 'Audit log', needs: 'logs:read' },
+  { to: '/settings', label: 'Settings', needs: 'members:read' },
+];
+
+const ENVIRONMENT_LABELS: Record<string, string> = { production: 'Production', staging: 'Staging', development: 'Development' };
+
+/** The frame of every signed-in page: navigation, company switcher, environment, account. */
+export function Layout() {
+  const { session, company, role, can, switchCompany, signOut } = useSession();
+  const environment = session.environment;
+  return (
+    <div className={`shell env-${environment}`}>
+      <a className="skip-link" href="#main">
+        Skip to content
+      </a>
+      <div className="env-strip" role="note">
+        <strong>{ENVIRONMENT_LABELS[environment] ?? environment}</strong>
+        {environment === 'production' ? ' — changes here affect live traffic.' : ' environment'}
+      </div>
+      <aside className="sidebar">
+        <div className="brand">intake</div>
+        {session.companies.length > 1 ? (
+          <label className="company-switcher">
+            <span className="visually-hidden">Company</span>
+            <select value={company?.id} onChange={(event) => switchCompany(event.target.value)}>
+              {session.companies.map((c) => (
+                <option key={c.id} value={c.id}>
+                  {c.name}
+                </option>
+              ))}
+            </select>
+          </label>
+        ) : (
+          <div className="company-name">{company?.name ?? 'No company'}</div>
+        )}
+        <nav aria-label="Main">
+          {NAV.filter((item) => can(item.needs)).map((item) => (
+            <NavLink key={item.to} to={item.to}>
+              {item.label}
+            </NavLink>
+          ))}
+        </nav>
+        <div className="account">
+          <div className="account-email" title={session.user.email}>
+            {session.user.email}
+          </div>
+          <div className="muted small">{role ?? 'no role'}</div>
+          <button type="button" className="button ghost small" onClick={() => void signOut()}>
+            Sign out
+          </button>
+          <button type="button" className="button ghost small" onClick={() => void signOut(true)}>
+            Sign out everywhere
+          </button>
+        </div>
+      </aside>
+      <main id="main" className="content" tabIndex={-1}>
+        {company ? (
+          // Keyed by company: switching companies starts every page afresh.
+          <div key={company.id}>
+            <Outlet />
+          </div>
+        ) : (
+          <p>You are not a member of any company. Ask an owner to add you.</p>
+        )}
+      </main>
+    </div>
+  );
+}

@@ -1,0 +1,5 @@
+import { PageHeader } from '../components/ui';
+
+export function AuditLogPage() {
+  return <PageHeader title="audit-log" />;
+}

@@ -1,0 +1,5 @@
+import { PageHeader } from '../components/ui';
+
+export function LoginPage() {
+  return <PageHeader title="login" />;
+}

@@ -1,0 +1,5 @@
+import { PageHeader } from '../components/ui';
+
+export function RequestsPage() {
+  return <PageHeader title="requests" />;
+}

@@ -1,0 +1,107 @@
+import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ReactNode } from 'react';
+import { api, ApiError, connection } from './api/client';
+import type { Role, Session } from './api/types';
+
+/** What a role may do, as the API decides it (docs/api.md, "Permissions"); the panel only hides. */
+export type Permission =
+  | 'integrations:read'
+  | 'integrations:manage'
+  | 'logs:read'
+  | 'members:read'
+  | 'members:manage'
+  | 'company:manage';
+
+const ROLE_PERMISSIONS: Record<Role, readonly Permission[]> = {
+  viewer: ['integrations:read', 'logs:read', 'members:read'],
+  admin: ['integrations:read', 'integrations:manage', 'logs:read', 'members:read'],
+  owner: ['integrations:read', 'integrations:manage', 'logs:read', 'members:read', 'members:manage', 'company:manage'],
+};
+
+const COMPANY_STORAGE_KEY = 'intake.companyId';
+
+type SessionState =
+  | { status: 'loading' }
+  | { status: 'signed-out' }
+  | { status: 'failed'; error: ApiError }
+  | { status: 'signed-in'; session: Session };
+
+export interface SignedIn {
+  session: Session;
+  company: Session['companies'][number] | undefined;
+  role: Role | undefined;
+  can(permission: Permission): boolean;
+  switchCompany(companyId: string): void;
+  signOut(everywhere?: boolean): Promise<void>;
+}
+
+interface SessionContextValue {
+  state: SessionState;
+  signedIn: SignedIn | undefined;
+  /** After sign-in or setup: the API answered with the new session. */
+  start(session: Session): void;
+  reload(): void;
+}
+
+const SessionContext = createContext<SessionContextValue | undefined>(undefined);
+
+/** Loads who is signed in, keeps the chosen company, and hands both to the API client. */
+export function SessionProvider({ children }: { children: ReactNode }) {
+  const [state, setState] = useState<SessionState>({ status: 'loading' });
+  const [companyId, setCompanyId] = useState<string | undefined>(() => localStorage.getItem(COMPANY_STORAGE_KEY) ?? undefined);
+
+  const start = useCallback((session: Session) => {
+    connection.csrfToken = session.csrf_token;
+    setState({ status: 'signed-in', session });
+  }, []);
+
+  const reload = useCallback(() => {
+    api
+      .get<Session>('/auth/session')
+      .then(start)
+      .catch((error: ApiError) => setState(error.status === 401 ? { status: 'signed-out' } : { status: 'failed', error }));
+  }, [start]);
+
+  useEffect(() => {
+    connection.onSignedOut = () => setState({ status: 'signed-out' });
+    reload();
+  }, [reload]);
+
+  const signedIn = useMemo<SignedIn | undefined>(() => {
+    if (state.status !== 'signed-in') return undefined;
+    const { session } = state;
+    const company = session.companies.find((c) => c.id === companyId) ?? session.companies[0];
+    connection.companyId = company?.id;
+    const role = company?.role;
+    return {
+      session,
+      company,
+      role,
+      can: (permission) => role !== undefined && ROLE_PERMISSIONS[role].includes(permission),
+      switchCompany: (id) => {
+        localStorage.setItem(COMPANY_STORAGE_KEY, id);
+        setCompanyId(id);
+      },
+      signOut: async (everywhere = false) => {
+        await api.post(everywhere ? '/auth/logout-everywhere' : '/auth/logout');
+        connection.csrfToken = undefined;
+        setState({ status: 'signed-out' });
+      },
+    };
+  }, [state, companyId]);
+
+  const value = useMemo(() => ({ state, signedIn, start, reload }), [state, signedIn, start, reload]);
+  return <SessionContext.Provider value={value}>{children}</SessionContext.Provider>;
+}
+
+export function useSessionState(): SessionContextValue {
+  const value = useContext(SessionContext);
+  if (!value) throw new Error('useSessionState outside SessionProvider');
+  return value;
+}
+
+/** The signed-in user, their company and role: only inside the signed-in layout. */
+export function useSession(): SignedIn {
+  const { signedIn } = useSessionState();
+  if (!signedIn) throw new Error('useSession outside the signed-in layout');
+  return signedIn;
+}
