@@ -40,7 +40,7 @@ describe('the admin panel at /admin', () => {
     expect(scripts.length).toBeGreaterThan(0);
     for (const [tag, body] of scripts) {
       expect(tag).toMatch(/src="\/admin\/assets\/[^"]+\.js"/);
-      expect(body.trim()).toBe('');
+      expect(body?.trim()).toBe('');
     }
     expect(html).not.toMatch(/<style\b/);
   });

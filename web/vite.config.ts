@@ -19,7 +19,7 @@ export default defineConfig({
     assetsInlineLimit: 0,
   },
   server: {
-    // `npx vite web` for panel development, against a server on :3000.
-    proxy: { '/api': 'http://127.0.0.1:3000' },
+    // `npx vite web` for panel development, against `npm start` on :8080.
+    proxy: { '/api': 'http://127.0.0.1:8080' },
   },
 });

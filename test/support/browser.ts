@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { CHROMIUM } from './chromium-path.js';
 import { runCliJson, startServer, type ServerProcess } from './processes.js';
 import { PASSWORD } from './api.js';
 
@@ -9,7 +10,6 @@ import { PASSWORD } from './api.js';
  * downloaded: .ci/run installs the `chromium` package when it is missing.
  */
 
-export const CHROMIUM = process.env.INTAKE_CHROMIUM ?? '/usr/bin/chromium';
 
 /** The flags this machine needs: no sandbox as root, and no background calls to a closed network. */
 const CHROMIUM_ARGS = [
