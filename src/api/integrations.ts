@@ -19,6 +19,7 @@ export const IntegrationSchema = Type.Object(
     rate_limit_per_minute: Type.Union([Type.Integer(), Type.Null()], { description: 'null: no limit.' }),
     created_at: Timestamp,
     updated_at: Timestamp,
+    last_webhook_at: Type.Union([Timestamp, Type.Null()], { description: 'When it last took a webhook; null: never (or all purged).' }),
   },
   { $id: 'Integration' },
 );
@@ -35,7 +36,11 @@ const IntegrationParams = Type.Object({ integration_id: Id('int') });
 /** /api/v1/integrations: the company's integrations. */
 export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promise<void> {
   const tags = ['Integrations'];
-  const present = (integration: Integration) => presentIntegration(deps, integration);
+  /** Integrations as the API shows them, with when each last took a webhook (one query for all). */
+  const present = async (companyId: string, list: Integration[]) => {
+    const last = await deps.store.lastWebhookTimes(companyId, list.map((i) => i.id));
+    return list.map((integration) => presentIntegration(deps, integration, last.get(integration.id) ?? null));
+  };
 
   app.get(
     '/integrations',
@@ -56,7 +61,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
         (query) => deps.store.listIntegrations(companyId, query),
         (last) => ({ at: last.createdAt, id: last.id }),
       );
-      return { data: page.items.map(present), next_cursor: page.next_cursor };
+      return { data: await present(companyId, page.items), next_cursor: page.next_cursor };
     },
   );
 
@@ -68,7 +73,13 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
         tags,
         summary: 'Create an integration',
         description: 'Returns the integration and its first API key. The key is shown only in this answer.',
-        body: Type.Object({ ...Editable, description: Type.Optional(Editable.description), body_limit_bytes: Type.Optional(Editable.body_limit_bytes), rate_limit_per_minute: Type.Optional(Editable.rate_limit_per_minute) }),
+        body: Type.Object({
+          name: Editable.name,
+          description: Type.Optional(Editable.description),
+          enabled: Type.Optional(Type.Boolean({ default: true, description: 'false: created disabled, refusing webhooks until enabled.' })),
+          body_limit_bytes: Type.Optional(Editable.body_limit_bytes),
+          rate_limit_per_minute: Type.Optional(Editable.rate_limit_per_minute),
+        }),
         response: {
           201: Type.Object({
             integration: IntegrationSchema,
@@ -85,10 +96,11 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
       const created = await managementFor(deps, request).createIntegration(companyId, {
         name: body.name,
         description: body.description,
+        enabled: body.enabled,
         bodyLimitBytes: body.body_limit_bytes,
         rateLimitPerMinute: body.rate_limit_per_minute,
       });
-      return reply.code(201).send({ integration: present(created.integration), api_key: created.apiKey, key_id: created.keyId });
+      return reply.code(201).send({ integration: presentIntegration(deps, created.integration, null), api_key: created.apiKey, key_id: created.keyId });
     },
   );
 
@@ -107,7 +119,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
       const { companyId } = principalOf(request);
       const integration = await deps.store.getIntegration(companyId, request.params.integration_id);
       if (!integration) throw new AppError('not_found', `No integration with id ${request.params.integration_id}.`);
-      return present(integration);
+      return (await present(companyId, [integration]))[0];
     },
   );
 
@@ -134,7 +146,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
         ...(body.body_limit_bytes !== undefined && { bodyLimitBytes: body.body_limit_bytes }),
         ...(body.rate_limit_per_minute !== undefined && { rateLimitPerMinute: body.rate_limit_per_minute }),
       });
-      return present(updated);
+      return (await present(companyId, [updated]))[0];
     },
   );
 
@@ -158,7 +170,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
   );
 }
 
-export function presentIntegration(deps: ApiDeps, integration: Integration) {
+export function presentIntegration(deps: ApiDeps, integration: Integration, lastWebhookAt: number | null) {
   return {
     id: integration.id,
     name: integration.name,
@@ -170,5 +182,6 @@ export function presentIntegration(deps: ApiDeps, integration: Integration) {
     rate_limit_per_minute: integration.rateLimitPerMinute,
     created_at: iso(integration.createdAt),
     updated_at: iso(integration.updatedAt),
+    last_webhook_at: iso(lastWebhookAt),
   };
 }

@@ -36,6 +36,8 @@ export interface ManagementOptions {
 export interface NewIntegrationInput {
   name: string;
   description?: string;
+  /** Default true; false makes it ready to configure before it takes webhooks. */
+  enabled?: boolean;
   bodyLimitBytes?: number;
   rateLimitPerMinute?: number | null;
 }
@@ -120,7 +122,7 @@ export class Management {
       integrationKey: newIntegrationKey(),
       name: validName(input.name),
       description: input.description ?? '',
-      enabled: true,
+      enabled: input.enabled ?? true,
       bodyLimitBytes: input.bodyLimitBytes ?? this.options.defaultBodyLimit,
       rateLimitPerMinute: input.rateLimitPerMinute ?? null,
       createdAt: now,

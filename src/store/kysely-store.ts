@@ -584,6 +584,10 @@ export class KyselyStore implements Store {
     return integrations.listIntegrations(this.db, companyId, query);
   }
 
+  lastWebhookTimes(companyId: string, integrationIds: readonly string[]): Promise<Map<string, number>> {
+    return integrations.lastWebhookTimes(this.db, companyId, integrationIds);
+  }
+
   async updateIntegration(companyId: string, integrationId: string, changes: IntegrationChanges, at: number, audit?: AuditEvent) {
     return this.db.transaction().execute(async (trx) => {
       const result = await integrations.updateIntegration(trx, companyId, integrationId, changes, at);

@@ -147,6 +147,8 @@ export interface Store {
   ): Promise<KeyCaller[]>;
   /** The company's live integrations, newest first (cursor: created_at and id of the last). */
   listIntegrations(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Integration[]>;
+  /** When each of these integrations of the company last took a webhook (absent: never, or all purged). */
+  lastWebhookTimes(companyId: string, integrationIds: readonly string[]): Promise<Map<string, number>>;
   /** Changes a live integration; its state before and after, or undefined when there is none. */
   updateIntegration(
     companyId: string,

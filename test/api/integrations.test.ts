@@ -201,3 +201,31 @@ describe('security: another company', () => {
     expect((await sendWebhook(t.app, created.integration.integration_key, { apiKey: created.api_key })).statusCode).toBe(403);
   });
 });
+
+test('each integration says when it last took a webhook, in the list and alone', async () => {
+  const quiet = await create('Quiet');
+  const busy = await create('Busy');
+  expect((await api('GET', `/integrations/${busy.integration.id}`, keyHeaders)).json().last_webhook_at).toBeNull();
+  const first = await sendWebhook(t.app, busy.integration.integration_key, { apiKey: busy.api_key });
+  const second = await sendWebhook(t.app, busy.integration.integration_key, { apiKey: busy.api_key });
+  expect([first.statusCode, second.statusCode]).toEqual([202, 202]);
+  const newest = second.json<{ received_at: string }>().received_at;
+
+  const list = (await api('GET', '/integrations?limit=200', keyHeaders)).json<{ data: Array<{ id: string; last_webhook_at: string | null }> }>();
+  expect(list.data.find((i) => i.id === busy.integration.id)?.last_webhook_at).toBe(newest);
+  expect(list.data.find((i) => i.id === quiet.integration.id)?.last_webhook_at).toBeNull();
+  expect((await api('GET', `/integrations/${busy.integration.id}`, keyHeaders)).json().last_webhook_at).toBe(newest);
+});
+
+test('an integration can be created disabled: it refuses webhooks until enabled', async () => {
+  const response = await api('POST', '/integrations', keyHeaders, { name: 'Not yet', enabled: false });
+  expect(response.statusCode).toBe(201);
+  const created = response.json<{ integration: { id: string; enabled: boolean; integration_key: string }; api_key: string }>();
+  expect(created.integration.enabled).toBe(false);
+  expect((await sendWebhook(t.app, created.integration.integration_key, { apiKey: created.api_key })).statusCode).toBe(403);
+  expect((await api('PATCH', `/integrations/${created.integration.id}`, keyHeaders, { enabled: true })).statusCode).toBe(200);
+  await waitFor(
+    async () => ((await sendWebhook(t.app, created.integration.integration_key, { apiKey: created.api_key })).statusCode === 202 ? true : undefined),
+    'the enabled integration to accept webhooks',
+  );
+});

@@ -51,6 +51,32 @@ export async function listIntegrations(
   return rows.map(integrationOfRow);
 }
 
+/**
+ * The newest received_at per integration: one max() per integration, each answered from the
+ * (integration_id, received_at) index without reading the rows.
+ */
+export async function lastWebhookTimes(
+  db: Kysely<Database>,
+  companyId: string,
+  integrationIds: readonly string[],
+): Promise<Map<string, number>> {
+  if (integrationIds.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('integrations')
+    .where('company_id', '=', companyId)
+    .where('id', 'in', integrationIds)
+    .select((eb) => [
+      'id',
+      eb
+        .selectFrom('webhooks')
+        .whereRef('webhooks.integration_id', '=', 'integrations.id')
+        .select((inner) => inner.fn.max('webhooks.received_at').as('last'))
+        .as('last'),
+    ])
+    .execute();
+  return new Map(rows.filter((row) => row.last !== null).map((row) => [row.id, Number(row.last)]));
+}
+
 /** Applies `changes` to a live integration of the company; its state before and after, or undefined. */
 export async function updateIntegration(
   trx: Kysely<Database>,
