@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { expect } from 'vitest';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { CHROMIUM } from './chromium-path.js';
 import { runCliJson, startServer, type ServerProcess } from './processes.js';
@@ -34,25 +35,52 @@ export async function startPanelServer(env: Record<string, string> = {}): Promis
   return { server, setupLink };
 }
 
+const EXPECTED_HTTP_ERROR = /^Failed to load resource: the server responded with a status of 4\d\d/;
+
+/** A request the panel made that the server refused with a 4xx: its path and status. */
+export interface Refusal {
+  path: string;
+  status: number;
+}
+
+/** Signed out, the panel asks who is signed in and hears 401: that is how it knows. */
+export const SIGNED_OUT_CHECK: Refusal = { path: '/api/v1/auth/session', status: 401 };
+
 /**
  * A browser tab on the server, 1280 px wide, allowed to use the clipboard. Every console
  * error (a Content-Security-Policy violation included) and uncaught exception is collected
- * in `problems`, so a test can assert the panel ran cleanly.
+ * in `problems`. Refused requests (4xx) are not problems in themselves (the session check
+ * before sign-in, a wrong password); they are kept in `refusals` with their path, for
+ * `expectClean` to tell the ones a flow provokes on purpose from any other.
  */
 export async function openTab(
   browser: Browser,
   server: ServerProcess,
   viewport = { width: 1280, height: 800 },
-): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
+): Promise<{ context: BrowserContext; page: Page; problems: string[]; refusals: Refusal[] }> {
   const context = await browser.newContext({ baseURL: server.baseUrl, viewport });
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.baseUrl });
   const page = await context.newPage();
   const problems: string[] = [];
+  const refusals: Refusal[] = [];
   page.on('console', (message) => {
-    if (message.type() === 'error') problems.push(message.text());
+    if (message.type() === 'error' && !EXPECTED_HTTP_ERROR.test(message.text())) problems.push(message.text());
   });
   page.on('pageerror', (error) => problems.push(error.message));
-  return { context, page, problems };
+  page.on('response', (response) => {
+    if (response.status() >= 400 && response.status() < 500) refusals.push({ path: new URL(response.url()).pathname, status: response.status() });
+  });
+  return { context, page, problems, refusals };
+}
+
+/**
+ * No console error, and no refusal but those expected (a path ending in `/` stands for
+ * every path below it).
+ */
+export function expectClean(problems: string[], refusals: Refusal[], expected: Refusal[] = [SIGNED_OUT_CHECK]): void {
+  expect(problems).toEqual([]);
+  const matches = (r: Refusal, e: Refusal) => r.status === e.status && (e.path.endsWith('/') ? r.path.startsWith(e.path) : r.path === e.path);
+  expect(refusals.filter((r) => !expected.some((e) => matches(r, e)))).toEqual([]);
 }
 
 /** A company and a user of it with this role, made with the CLI (as an operator would). */

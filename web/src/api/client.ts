@@ -10,6 +10,8 @@ export class ApiError extends Error {
     readonly code: string,
     message: string,
     readonly field?: string,
+    /** From Retry-After, on 429 and 503. */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
   }
@@ -52,7 +54,14 @@ async function request<T>(method: string, path: string, options: { query?: Query
     const code = typeof body?.code === 'string' ? body.code : 'unknown';
     if (response.status === 401 && code === 'not_signed_in') connection.onSignedOut?.();
     const message = typeof body?.message === 'string' ? body.message : `The server answered ${response.status}.`;
-    throw new ApiError(response.status, code, message, typeof body?.field === 'string' ? body.field : undefined);
+    const retryAfter = Number(response.headers.get('retry-after') ?? NaN);
+    throw new ApiError(
+      response.status,
+      code,
+      message,
+      typeof body?.field === 'string' ? body.field : undefined,
+      Number.isFinite(retryAfter) ? retryAfter : undefined,
+    );
   }
   return body as T;
 }

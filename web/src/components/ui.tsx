@@ -130,7 +130,22 @@ export function CopyField({ label, value }: { label: string; value: string }) {
     <div className="copy-field">
       <span className="copy-label">{label}</span>
       <code>{value}</code>
-      <CopyButton text={value} label={`Copy ${label.toLowerCase()}`} />
+      <CopyButton text={value} label={`Copy ${label}`} />
     </div>
   );
+}
+
+/** Counts as people read them: 12,345. */
+export const numberFormat = new Intl.NumberFormat('en');
+
+/** 1048576 → "1 MiB", 1500 → "1.5 KiB". */
+export function formatBytes(bytes: number): string {
+  const units: [string, number][] = [
+    ['MiB', 1024 * 1024],
+    ['KiB', 1024],
+  ];
+  for (const [unit, size] of units) {
+    if (bytes >= size) return `${numberFormat.format(Math.round((bytes / size) * 10) / 10)} ${unit}`;
+  }
+  return `${numberFormat.format(bytes)} bytes`;
 }

@@ -1,5 +1,267 @@
-import { PageHeader } from '../components/ui';
+import { useState } from 'react';
+import { api } from '../api/client';
+import { usePagedList } from '../api/use-api';
+import type { Role } from '../api/types';
+import { ConfirmDialog, Field, FormDialog } from '../components/dialog';
+import { Badge, EmptyState, Loaded, PageHeader, Time } from '../components/ui';
+import { ListFooter } from '../components/list-controls';
+import { useSession, useSessionState } from '../session';
+import { MIN_PASSWORD_LENGTH, ROLES, ROLE_TONES, type AddedMember, type Member } from './company-shared';
+import './company.css';
 
+type Dialogs = { add: true } | { role: Member } | { remove: Member };
+
+/**
+ * Who may use the company, with which role. Every member reads the list; owners add
+ * people (with a first password when they have no account yet), change roles and remove.
+ */
 export function MembersPage() {
-  return <PageHeader title="members" />;
+  const { can, session } = useSession();
+  const { reload: reloadSession } = useSessionState();
+  const manage = can('members:manage');
+  const list = usePagedList<Member>('/members', {}, []);
+  const [dialog, setDialog] = useState<Dialogs>();
+  const [notice, setNotice] = useState<string>();
+
+  /** After a change: the list again, and the session when it was the signed-in person's own role. */
+  const changed = (message: string, userId?: string) => {
+    setDialog(undefined);
+    setNotice(message);
+    list.reload();
+    if (userId === session.user.id) reloadSession();
+  };
+
+  const addButton = (label: string) =>
+    manage && (
+      <button
+        type="button"
+        className="button primary"
+        onClick={() => {
+          setNotice(undefined);
+          setDialog({ add: true });
+        }}
+      >
+        {label}
+      </button>
+    );
+
+  return (
+    <>
+      <PageHeader
+        title="Members"
+        description={
+          manage
+            ? 'People who may use this company, and what their role lets them do.'
+            : 'People who may use this company. Only an owner can add members or change their roles.'
+        }
+        actions={addButton('Add member')}
+      />
+      {notice && (
+        <p className="notice info company-notice" role="status">
+          {notice}
+        </p>
+      )}
+      <Loaded
+        state={list}
+        empty={(items) =>
+          items.length === 0 ? (
+            <EmptyState title="No members" action={addButton('Add the first member')}>
+              {manage ? 'Add someone by email to give them access.' : 'An owner can add members; they will show here.'}
+            </EmptyState>
+          ) : undefined
+        }
+      >
+        {(items) => (
+          <>
+            <div className="table-wrap">
+              <table className="members-table">
+                <thead>
+                  <tr>
+                    <th scope="col">Email</th>
+                    <th scope="col">Role</th>
+                    <th scope="col">Added</th>
+                    {manage && (
+                      <th scope="col">
+                        <span className="visually-hidden">Actions</span>
+                      </th>
+                    )}
+                  </tr>
+                </thead>
+                <tbody>
+                  {items.map((member) => (
+                    <tr key={member.user_id} data-user-id={member.user_id}>
+                      <td className="wrap">
+                        <span className="member-email">{member.email}</span>
+                        {member.user_id === session.user.id && <span className="muted small"> (you)</span>}
+                      </td>
+                      <td>
+                        <Badge tone={ROLE_TONES[member.role]}>{member.role}</Badge>
+                      </td>
+                      <td>
+                        <Time iso={member.added_at} />
+                      </td>
+                      {manage && (
+                        <td className="company-row-actions">
+                          <button
+                            type="button"
+                            className="button small"
+                            aria-label={`Change role of ${member.email}`}
+                            onClick={() => {
+                              setNotice(undefined);
+                              setDialog({ role: member });
+                            }}
+                          >
+                            Change role
+                          </button>
+                          <button
+                            type="button"
+                            className="button small"
+                            aria-label={`Remove ${member.email}`}
+                            onClick={() => {
+                              setNotice(undefined);
+                              setDialog({ remove: member });
+                            }}
+                          >
+                            Remove
+                          </button>
+                        </td>
+                      )}
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+            <ListFooter list={list} />
+          </>
+        )}
+      </Loaded>
+
+      {dialog && 'add' in dialog && (
+        <AddMemberDialog
+          onClose={() => setDialog(undefined)}
+          onAdded={(added) =>
+            changed(
+              added.user_created
+                ? `Created an account for ${added.member.email} and added them as ${added.member.role}. Pass the password on to them.`
+                : `Added ${added.member.email} as ${added.member.role}; they sign in with their own password.`,
+            )
+          }
+        />
+      )}
+      {dialog && 'role' in dialog && (
+        <ChangeRoleDialog
+          member={dialog.role}
+          self={dialog.role.user_id === session.user.id}
+          onClose={() => setDialog(undefined)}
+          onChanged={(member) => changed(`${member.email} is now ${member.role}.`, member.user_id)}
+        />
+      )}
+      {dialog && 'remove' in dialog && (
+        <ConfirmDialog
+          title="Remove member"
+          confirmLabel="Remove member"
+          onClose={() => setDialog(undefined)}
+          onConfirm={async () => {
+            const member = dialog.remove;
+            await api.delete(`/members/${encodeURIComponent(member.user_id)}`);
+            changed(`${member.email} is no longer a member.`, member.user_id);
+          }}
+        >
+          <p>
+            Remove <strong>{dialog.remove.email}</strong> from this company?
+            {dialog.remove.user_id === session.user.id
+              ? ' This is you: you lose access to this company with your next request.'
+              : ' They lose access with their next request. Their account stays, with any other companies it belongs to.'}
+          </p>
+        </ConfirmDialog>
+      )}
+    </>
+  );
+}
+
+function RoleSelect({ value, onChange }: { value: Role; onChange(role: Role): void }) {
+  return (
+    <Field label="Role" hint={ROLES.find((r) => r.role === value)?.description}>
+      <select value={value} onChange={(event) => onChange(event.target.value as Role)}>
+        {ROLES.map((r) => (
+          <option key={r.role} value={r.role}>
+            {r.label}
+          </option>
+        ))}
+      </select>
+    </Field>
+  );
+}
+
+function AddMemberDialog({ onClose, onAdded }: { onClose(): void; onAdded(added: AddedMember): void }) {
+  const [email, setEmail] = useState('');
+  const [role, setRole] = useState<Role>('viewer');
+  const [password, setPassword] = useState('');
+  return (
+    <FormDialog
+      title="Add member"
+      submitLabel="Add member"
+      onClose={onClose}
+      onSubmit={async () => {
+        const added = await api.post<AddedMember>('/members', {
+          email: email.trim(),
+          role,
+          ...(password !== '' && { password }),
+        });
+        onAdded(added);
+      }}
+    >
+      <Field label="Email">
+        <input type="email" required autoComplete="off" value={email} onChange={(event) => setEmail(event.target.value)} />
+      </Field>
+      <RoleSelect value={role} onChange={setRole} />
+      <Field
+        label="Password (optional)"
+        hint={`Needed only when the person has no account yet; pass it on to them. At least ${MIN_PASSWORD_LENGTH} characters.`}
+      >
+        <input
+          type="password"
+          autoComplete="new-password"
+          minLength={MIN_PASSWORD_LENGTH}
+          value={password}
+          onChange={(event) => setPassword(event.target.value)}
+        />
+      </Field>
+      <p className="muted small company-dialog-note">
+        This service sends no email: tell the person yourself that they have access. Someone who already has an account keeps
+        their own password.
+      </p>
+    </FormDialog>
+  );
+}
+
+function ChangeRoleDialog({
+  member,
+  self,
+  onClose,
+  onChanged,
+}: {
+  member: Member;
+  self: boolean;
+  onClose(): void;
+  onChanged(member: Member): void;
+}) {
+  const [role, setRole] = useState<Role>(member.role);
+  return (
+    <FormDialog
+      title="Change role"
+      submitLabel="Save role"
+      onClose={onClose}
+      onSubmit={async () => {
+        if (role === member.role) return onClose();
+        onChanged(await api.patch<Member>(`/members/${encodeURIComponent(member.user_id)}`, { role }));
+      }}
+    >
+      <p className="company-dialog-note">
+        <strong>{member.email}</strong> is {member.role} now.
+        {self && role !== 'owner' && member.role === 'owner' && ' You will no longer manage members or settings.'}
+      </p>
+      <RoleSelect value={role} onChange={setRole} />
+    </FormDialog>
+  );
 }

@@ -1,0 +1,274 @@
+import type { Browser, Locator, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { PASSWORD } from '../support/api.js';
+import { expectClean, launchChromium, openTab, SIGNED_OUT_CHECK, seedUser, signInThroughPanel, startPanelServer } from '../support/browser.js';
+import { cleanupAll, type ServerProcess } from '../support/processes.js';
+
+/**
+ * Members, management keys, the audit log and the company settings, driven through the
+ * panel in Chromium against the compiled server; keys the panel shows are tried from Node.
+ */
+
+const LAST_OWNER = 'A company must keep at least one owner: make another member an owner first.';
+const NEW_MEMBER = `new-member-${Math.random().toString(36).slice(2, 8)}@example.com`;
+
+let browser: Browser;
+let server: ServerProcess;
+let owner: { companyId: string; email: string; password: string };
+
+beforeAll(async () => {
+  browser = await launchChromium();
+  ({ server } = await startPanelServer());
+  owner = await seedUser(server, 'owner');
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await cleanupAll();
+});
+
+/** The row of the table that holds `text`. */
+function rowWith(page: Page, text: string): Locator {
+  return page.locator('tbody tr').filter({ hasText: text });
+}
+
+async function callIntegrations(apiKey: string): Promise<number> {
+  const response = await fetch(`${server.baseUrl}/api/v1/integrations`, { headers: { 'x-api-key': apiKey } });
+  await response.arrayBuffer();
+  return response.status;
+}
+
+async function ownerTab() {
+  const tab = await openTab(browser, server);
+  await signInThroughPanel(tab.page, owner.email, owner.password);
+  return tab;
+}
+
+describe('members, management keys, audit log and settings in the panel', { timeout: 120_000 }, () => {
+  test('an owner adds a member with a new account and changes their role; the last owner can be neither demoted nor removed', async () => {
+    const { context, page, problems, refusals } = await ownerTab();
+    await page.getByRole('link', { name: 'Members' }).click();
+    await page.getByRole('heading', { name: 'Members', level: 1 }).waitFor();
+    const ownerRow = rowWith(page, owner.email);
+    await ownerRow.waitFor();
+    expect(await ownerRow.locator('.badge').textContent()).toBe('owner');
+
+    // A new person without a password: the API's 400 says what is needed, the form stays.
+    await page.getByRole('button', { name: 'Add member' }).click();
+    const add = page.getByRole('dialog', { name: 'Add member' });
+    await add.waitFor();
+    expect(await add.getByText('Needed only when the person has no account yet; pass it on to them.').isVisible()).toBe(true);
+    await add.getByLabel('Email').fill(NEW_MEMBER);
+    await add.getByLabel('Role').selectOption('admin');
+    await add.getByRole('button', { name: 'Add member' }).click();
+    await add.getByRole('alert').filter({ hasText: `Nobody has an account with ${NEW_MEMBER}.` }).waitFor();
+    expect(await add.getByLabel('Email').inputValue()).toBe(NEW_MEMBER);
+
+    await add.getByLabel('Password (optional)').fill(PASSWORD);
+    await add.getByRole('button', { name: 'Add member' }).click();
+    await add.waitFor({ state: 'detached' });
+    await page.getByRole('status').filter({ hasText: `Created an account for ${NEW_MEMBER}` }).waitFor();
+    const memberRow = rowWith(page, NEW_MEMBER);
+    await expect.poll(() => memberRow.locator('.badge').textContent()).toBe('admin');
+
+    // The account exists with the password the owner chose.
+    const login = await fetch(`${server.baseUrl}/api/v1/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: NEW_MEMBER, password: PASSWORD }),
+    });
+    await login.arrayBuffer();
+    expect(login.status).toBe(200);
+
+    // Their role changes.
+    await page.getByRole('button', { name: `Change role of ${NEW_MEMBER}` }).click();
+    const change = page.getByRole('dialog', { name: 'Change role' });
+    await change.getByLabel('Role').selectOption('viewer');
+    await change.getByRole('button', { name: 'Save role' }).click();
+    await change.waitFor({ state: 'detached' });
+    await expect.poll(() => memberRow.locator('.badge').textContent()).toBe('viewer');
+
+    // The last owner: demoting is refused with the API's 409 message, the dialog stays open.
+    await page.getByRole('button', { name: `Change role of ${owner.email}` }).click();
+    await change.getByLabel('Role').selectOption('admin');
+    await change.getByRole('button', { name: 'Save role' }).click();
+    await change.getByRole('alert').filter({ hasText: LAST_OWNER }).waitFor();
+    await change.getByRole('button', { name: 'Cancel' }).click();
+    await change.waitFor({ state: 'detached' });
+
+    // … and so is removing them.
+    await page.getByRole('button', { name: `Remove ${owner.email}` }).click();
+    const remove = page.getByRole('dialog', { name: 'Remove member' });
+    await remove.getByRole('button', { name: 'Remove member' }).click();
+    await remove.getByRole('alert').filter({ hasText: LAST_OWNER }).waitFor();
+    await remove.getByRole('button', { name: 'Cancel' }).click();
+    await remove.waitFor({ state: 'detached' });
+    await page.reload();
+    await expect.poll(() => rowWith(page, owner.email).locator('.badge').textContent()).toBe('owner');
+
+    expectClean(problems, refusals, [
+      SIGNED_OUT_CHECK,
+      { path: '/api/v1/members', status: 400 },
+      { path: '/api/v1/members/', status: 409 },
+    ]);
+    await context.close();
+  });
+
+  test('a management key is shown once, works from a script, and stops working when revoked', async () => {
+    const { context, page, problems, refusals } = await ownerTab();
+    await page.getByRole('link', { name: 'Management keys' }).click();
+    await page.getByRole('heading', { name: 'No management keys yet' }).waitFor();
+    expect(await page.getByText('lets a script or a CI job call /api/v1').isVisible()).toBe(true);
+
+    await page.getByRole('button', { name: 'Create a management key' }).click();
+    const create = page.getByRole('dialog', { name: 'Create management key' });
+    await create.getByLabel('Name').fill('CI deploy');
+    expect(await create.getByLabel('integrations:manage').isChecked()).toBe(true);
+    await create.getByLabel('logs:read').check();
+    await create.getByRole('button', { name: 'Create key' }).click();
+
+    const shown = page.getByRole('dialog', { name: 'Your new management key' });
+    await shown.getByText('This key will not be shown again. Copy it now.').waitFor();
+    const field = shown.locator('.copy-field').filter({ has: page.getByText('API key', { exact: true }) });
+    const apiKey = ((await field.locator('code').textContent()) ?? '').trim();
+    expect(apiKey).toMatch(/^whk_\w+$/);
+    await field.getByRole('button', { name: /^Copy API key/ }).click();
+    await expect.poll(() => page.evaluate<string>('navigator.clipboard.readText()')).toBe(apiKey);
+    const example = shown.locator('.copy-field').filter({ has: page.getByText('Example', { exact: true }) });
+    expect(await example.locator('code').textContent()).toBe(`curl -H 'X-API-Key: ${apiKey}' ${server.baseUrl}/api/v1/integrations`);
+
+    expect(await callIntegrations(apiKey)).toBe(200);
+
+    await shown.getByRole('button', { name: 'I have copied the key' }).click();
+    await shown.waitFor({ state: 'detached' });
+    const row = rowWith(page, 'CI deploy');
+    await expect.poll(() => row.locator('.badge').allTextContents()).toEqual(['integrations:manage', 'logs:read', 'active']);
+    const prefix = ((await row.locator('code.key-prefix').textContent()) ?? '').replace('…', '');
+    expect(apiKey.startsWith(prefix)).toBe(true);
+    expect(await page.getByText(apiKey).count()).toBe(0);
+
+    await row.getByRole('button', { name: `Revoke key ${prefix}` }).click();
+    const revoke = page.getByRole('dialog', { name: 'Revoke management key' });
+    await revoke.getByRole('button', { name: 'Revoke key' }).click();
+    await revoke.waitFor({ state: 'detached' });
+    await expect.poll(() => row.locator('.badge').last().textContent()).toBe('revoked');
+    expect(await row.getByRole('button', { name: /Revoke/ }).count()).toBe(0);
+    await expect.poll(() => callIntegrations(apiKey), { timeout: 5_000 }).toBe(401);
+
+    expectClean(problems, refusals);
+    await context.close();
+  });
+
+  test('the audit log lists those changes newest first, shows a change field by field, and filters by action', async () => {
+    const { context, page, problems, refusals } = await ownerTab();
+    await page.getByRole('link', { name: 'Audit log' }).click();
+    await page.getByRole('heading', { name: 'Audit log', level: 1 }).waitFor();
+    const rows = page.locator('tr.audit-row');
+    await rows.first().waitFor();
+    const actions = await page.locator('tr.audit-row .audit-action').allTextContents();
+    // Newest first: the key revoked last, then created; the member's role change after their addition.
+    expect(actions.slice(0, 2)).toEqual(['management_key.revoke', 'management_key.create']);
+    for (const action of ['member.add', 'member.role_change', 'management_key.create', 'management_key.revoke']) {
+      expect(actions).toContain(action);
+    }
+    expect(actions.indexOf('member.role_change')).toBeLessThan(actions.lastIndexOf('member.add'));
+
+    // Who did it: the owner, by email, with the address they came from.
+    const created = rows.filter({ hasText: 'management_key.create' });
+    await expect.poll(() => created.locator('.audit-actor').textContent()).toContain(owner.email);
+    await expect.poll(() => created.locator('.audit-target').textContent()).toContain('CI deploy');
+
+    // The role change, opened with the keyboard: role changed from admin to viewer.
+    const roleChange = rows.filter({ hasText: 'member.role_change' }).filter({ hasText: NEW_MEMBER });
+    await roleChange.focus();
+    await page.keyboard.press('Enter');
+    expect(await roleChange.getAttribute('aria-expanded')).toBe('true');
+    const diff = page.getByRole('table', { name: 'Changes' });
+    const role = diff.locator('tr[data-field="role"]');
+    expect(await role.getAttribute('class')).toContain('audit-changed');
+    expect(await role.locator('td pre').allTextContents()).toEqual(['"admin"', '"viewer"']);
+    expect(await diff.locator('tr[data-field="email"]').getAttribute('class')).toBe('audit-same');
+
+    // Filtered by action (kept in the URL).
+    await page.getByLabel('Action').fill('management_key.create');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(/action=management_key\.create/);
+    await expect.poll(() => page.locator('tr.audit-row .audit-action').allTextContents()).toEqual(['management_key.create']);
+    await page.getByRole('button', { name: 'Clear', exact: true }).click();
+    await expect.poll(async () => (await page.locator('tr.audit-row').count()) > 1).toBe(true);
+
+    expectClean(problems, refusals);
+    await context.close();
+  });
+
+  test('an owner changes the name and the retention, saved across a reload; "Sign out everywhere" ends the session', async () => {
+    const { context, page, problems, refusals } = await ownerTab();
+    await page.getByRole('link', { name: 'Settings' }).click();
+    await page.getByRole('heading', { name: 'Settings', level: 1 }).waitFor();
+    const retention = page.locator('.company-retention');
+    expect(await retention.textContent()).toBe('30 days');
+    expect(await page.locator('.company-id-value code').textContent()).toBe(owner.companyId);
+
+    await page.getByRole('button', { name: 'Edit settings' }).click();
+    await page.getByLabel('Company name').fill('Acme Renamed');
+    await page.getByLabel('Retention (days)').fill('90');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByRole('status').filter({ hasText: 'Settings saved.' }).waitFor();
+    await expect.poll(() => page.locator('.company-name').textContent()).toBe('Acme Renamed');
+    await page.reload();
+    await expect.poll(() => retention.textContent()).toBe('90 days');
+    expect(await page.locator('.company-setting-name').textContent()).toBe('Acme Renamed');
+
+    // Shorter: the panel says what will be deleted and asks first.
+    await page.getByRole('button', { name: 'Edit settings' }).click();
+    await page.getByLabel('Retention (days)').fill('30');
+    await page.getByRole('note').filter({ hasText: 'will be deleted at the next retention run' }).waitFor();
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    const confirm = page.getByRole('dialog', { name: 'Shorten the retention?' });
+    await confirm.getByRole('button', { name: 'Keep 30 days' }).click();
+    await confirm.waitFor({ state: 'detached' });
+    await page.reload();
+    await expect.poll(() => retention.textContent()).toBe('30 days');
+
+    const company = await page.request.get('/api/v1/company');
+    expect(((await company.json()) as { retention_days: number }).retention_days).toBe(30);
+
+    // Your account: sign out everywhere ends this session too.
+    const account = page.getByRole('region', { name: 'Your account' });
+    expect(await account.getByText(owner.email).isVisible()).toBe(true);
+    await account.getByRole('button', { name: 'Sign out everywhere' }).click();
+    await page.waitForURL('**/admin/login**');
+    expect((await page.request.get('/api/v1/auth/session')).status()).toBe(401);
+
+    expectClean(problems, refusals);
+    await context.close();
+  });
+
+  test('a viewer sees the members and settings without any control to change them', async () => {
+    const viewer = await seedUser(server, 'viewer', owner.companyId);
+    const { context, page, problems, refusals } = await openTab(browser, server);
+    await signInThroughPanel(page, viewer.email, viewer.password);
+    expect(await page.getByRole('link', { name: 'Management keys' }).count()).toBe(0);
+
+    await page.getByRole('link', { name: 'Members' }).click();
+    await rowWith(page, viewer.email).waitFor();
+    await rowWith(page, owner.email).waitFor();
+    expect(await page.getByRole('button', { name: /Add/ }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: /Change role|Remove/ }).count()).toBe(0);
+
+    await page.getByRole('link', { name: 'Settings' }).click();
+    await page.locator('.company-retention').waitFor();
+    expect(await page.getByRole('button', { name: 'Edit settings' }).count()).toBe(0);
+    expect(await page.getByRole('textbox').count()).toBe(0);
+    expect(await page.getByRole('spinbutton').count()).toBe(0);
+
+    await page.goto('/admin/management-keys');
+    await page.getByRole('heading', { name: 'Only owners manage these keys' }).waitFor();
+
+    await page.getByRole('link', { name: 'Audit log' }).click();
+    await rowWith(page, 'member.add').first().waitFor();
+
+    expectClean(problems, refusals);
+    await context.close();
+  });
+});

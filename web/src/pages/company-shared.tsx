@@ -1,0 +1,99 @@
+import type { Role } from '../api/types';
+import type { Tone } from '../components/ui';
+
+/**
+ * What the company pages (Members, Management keys, Audit log, Settings) read from /api/v1,
+ * as src/api/{members,management-keys,audit,company}.ts describe it.
+ */
+
+export interface Member {
+  user_id: string;
+  email: string;
+  role: Role;
+  added_at: string;
+}
+
+export interface AddedMember {
+  member: Member;
+  user_created: boolean;
+}
+
+export type ManagementScope = 'integrations:manage' | 'logs:read';
+
+export interface ManagementKey {
+  id: string;
+  name: string;
+  prefix: string;
+  created_at: string;
+  expires_at: string | null;
+  revoked_at: string | null;
+  status: 'active' | 'expiring' | 'expired' | 'revoked';
+  scopes: string[];
+  last_used_at: string | null;
+  last_used_ip: string | null;
+}
+
+export interface CreatedManagementKey {
+  key: ManagementKey;
+  api_key: string;
+}
+
+export interface AuditRecord {
+  id: string;
+  at: string;
+  actor: { type: 'user' | 'key' | 'cli'; id: string | null; ip: string | null };
+  action: string;
+  target: { type: string; id: string };
+  before: unknown;
+  after: unknown;
+}
+
+export interface Company {
+  id: string;
+  name: string;
+  retention_days: number;
+  created_at: string;
+  environment: string;
+}
+
+export const ROLES: { role: Role; label: string; description: string }[] = [
+  { role: 'viewer', label: 'Viewer', description: 'reads integrations, logs, usage and members' },
+  { role: 'admin', label: 'Admin', description: 'also creates and changes integrations and their keys' },
+  { role: 'owner', label: 'Owner', description: 'also manages members, management keys and company settings' },
+];
+
+export const ROLE_TONES: Record<Role, Tone> = { owner: 'info', admin: 'good', viewer: 'neutral' };
+
+export const MANAGEMENT_SCOPES: { scope: ManagementScope; description: string }[] = [
+  { scope: 'integrations:manage', description: 'read, create, change and delete integrations and their keys' },
+  { scope: 'logs:read', description: 'read the webhook log, the request log, usage and the audit log' },
+];
+
+export const KEY_STATUS_TONES: Record<ManagementKey['status'], Tone> = {
+  active: 'good',
+  expiring: 'warn',
+  expired: 'neutral',
+  revoked: 'bad',
+};
+
+/** Every action the API records (docs/api.md, "Members, company settings, audit log"). */
+export const AUDIT_ACTIONS = [
+  'company.create',
+  'company.update',
+  'member.add',
+  'member.role_change',
+  'member.remove',
+  'integration.create',
+  'integration.update',
+  'integration.enable',
+  'integration.disable',
+  'integration.delete',
+  'key.create',
+  'key.rotate',
+  'key.revoke',
+  'management_key.create',
+  'management_key.revoke',
+] as const;
+
+export const MIN_PASSWORD_LENGTH = 12;
+export const MAX_RETENTION_DAYS = 3650;

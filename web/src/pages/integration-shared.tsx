@@ -1,0 +1,163 @@
+import { useState } from 'react';
+import { numberFormat, formatBytes } from '../components/ui';
+import { Field } from '../components/dialog';
+
+/**
+ * What the integration pages share: the shapes of /api/v1/integrations and its keys
+ * (src/api/integrations.ts, src/api/keys.ts), and the form that creates and edits one.
+ */
+
+export interface Integration {
+  id: string;
+  name: string;
+  description: string;
+  enabled: boolean;
+  integration_key: string;
+  webhook_url: string;
+  body_limit_bytes: number;
+  rate_limit_per_minute: number | null;
+  created_at: string;
+  updated_at: string;
+  /** When it last took a webhook; null: never. */
+  last_webhook_at: string | null;
+}
+
+export type KeyStatus = 'active' | 'expiring' | 'expired' | 'revoked';
+
+export interface IntegrationKey {
+  id: string;
+  name: string;
+  prefix: string;
+  scopes: string[];
+  created_at: string;
+  expires_at: string | null;
+  revoked_at: string | null;
+  status: KeyStatus;
+  last_used_at: string | null;
+  last_used_ip: string | null;
+  requests_24h: number;
+}
+
+export interface KeyCaller {
+  ip: string;
+  user_agent: string | null;
+  last_seen_at: string;
+  requests: number;
+}
+
+export interface CreatedIntegration {
+  integration: Integration;
+  api_key: string;
+  key_id: string;
+}
+
+/** The API's default and largest body limits (src/api/integrations.ts). */
+export const DEFAULT_BODY_LIMIT = 1024 * 1024;
+export const MAX_BODY_LIMIT = 16 * 1024 * 1024;
+
+
+/** The webhook address in its other accepted shape: /api/webhook/<key>. */
+export function singularWebhookUrl(webhookUrl: string): string {
+  return webhookUrl.replace('/api/webhooks/', '/api/webhook/');
+}
+
+/** The form's fields as typed; numbers stay text until submitted. */
+export interface IntegrationDraft {
+  name: string;
+  description: string;
+  enabled: boolean;
+  bodyLimit: string;
+  rateLimit: string;
+}
+
+export function draftOf(integration?: Integration): IntegrationDraft {
+  return {
+    name: integration?.name ?? '',
+    description: integration?.description ?? '',
+    enabled: integration?.enabled ?? true,
+    bodyLimit: String(integration?.body_limit_bytes ?? DEFAULT_BODY_LIMIT),
+    rateLimit: integration?.rate_limit_per_minute == null ? '' : String(integration.rate_limit_per_minute),
+  };
+}
+
+/** The fields as the API takes them; an Error (shown by the form) for what it would refuse. */
+export function parseDraft(draft: IntegrationDraft): {
+  name: string;
+  description: string;
+  enabled: boolean;
+  body_limit_bytes: number;
+  rate_limit_per_minute: number | null;
+} {
+  const name = draft.name.trim();
+  if (!name) throw new Error('Give the integration a name.');
+  const bodyLimit = Number(draft.bodyLimit);
+  if (!Number.isInteger(bodyLimit) || bodyLimit < 1 || bodyLimit > MAX_BODY_LIMIT) {
+    throw new Error(`The body limit is a whole number of bytes from 1 to ${numberFormat.format(MAX_BODY_LIMIT)} (16 MiB).`);
+  }
+  let rateLimit: number | null = null;
+  if (draft.rateLimit.trim() !== '') {
+    rateLimit = Number(draft.rateLimit);
+    if (!Number.isInteger(rateLimit) || rateLimit < 1 || rateLimit > 1_000_000) {
+      throw new Error('The rate limit is a whole number of requests per minute from 1 to 1,000,000, or empty for no limit.');
+    }
+  }
+  return { name, description: draft.description.trim(), enabled: draft.enabled, body_limit_bytes: bodyLimit, rate_limit_per_minute: rateLimit };
+}
+
+/** The fields of the create and edit dialogs. */
+export function IntegrationFields({ draft, onChange }: { draft: IntegrationDraft; onChange(draft: IntegrationDraft): void }) {
+  const set = (changes: Partial<IntegrationDraft>) => onChange({ ...draft, ...changes });
+  const bodyLimit = Number(draft.bodyLimit);
+  return (
+    <>
+      <Field label="Name" hint="What sends to it, e.g. “Billing events from Stripe”.">
+        <input value={draft.name} onChange={(e) => set({ name: e.target.value })} required maxLength={200} autoFocus />
+      </Field>
+      <Field label="Description" hint="Optional.">
+        <textarea value={draft.description} onChange={(e) => set({ description: e.target.value })} maxLength={2000} rows={2} />
+      </Field>
+      <label className="checkbox">
+        <input type="checkbox" checked={draft.enabled} onChange={(e) => set({ enabled: e.target.checked })} />
+        <span>Enabled (a disabled integration refuses webhooks with 403)</span>
+      </label>
+      <div className="grid-2 integration-limits">
+        <Field
+          label="Body limit (bytes)"
+          hint={
+            Number.isInteger(bodyLimit) && bodyLimit > 0
+              ? `${formatBytes(bodyLimit)}; larger requests get 413. At most 16 MiB.`
+              : 'Larger requests get 413. At most 16 MiB.'
+          }
+        >
+          <input
+            type="number"
+            inputMode="numeric"
+            min={1}
+            max={MAX_BODY_LIMIT}
+            step={1}
+            value={draft.bodyLimit}
+            onChange={(e) => set({ bodyLimit: e.target.value })}
+            required
+          />
+        </Field>
+        <Field label="Rate limit (requests per minute)" hint="Empty: no limit. Above it, senders get 429.">
+          <input
+            type="number"
+            inputMode="numeric"
+            min={1}
+            max={1_000_000}
+            step={1}
+            value={draft.rateLimit}
+            placeholder="No limit"
+            onChange={(e) => set({ rateLimit: e.target.value })}
+          />
+        </Field>
+      </div>
+    </>
+  );
+}
+
+/** A draft held by a dialog, started from the integration (or the defaults). */
+export function useDraft(integration?: Integration) {
+  return useState<IntegrationDraft>(() => draftOf(integration));
+}
