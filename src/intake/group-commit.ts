@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { newId } from '../domain/ids.js';
 import { AppError } from '../errors.js';
 import type { CommitOutcome, PendingWebhook, RequestLogEntry, Store } from '../store/store.js';
 
@@ -19,7 +20,7 @@ interface Waiting {
   reject(error: unknown): void;
 }
 
-/** Request-log rows of rejected requests kept at most while the database is slow. */
+/** Request-log rows of rejected requests kept at most while the database is slow or failing. */
 const MAX_QUEUED_LOGS = 20_000;
 
 /**
@@ -31,19 +32,28 @@ const MAX_QUEUED_LOGS = 20_000;
  * The queue is bounded in count and bytes: when it is full, submit() throws a 503 at once
  * instead of letting memory grow. A failed transaction fails every request in it with a
  * 503; nothing of it was stored, so the senders' retries are safe.
+ *
+ * A failed transaction's request-log rows are held and written again, alone, every
+ * retryAfterSeconds: the first retry that commits clears `failing` (which /readyz reports),
+ * so a node recovers from a full disk or a lost database by itself, also when the balancer
+ * has taken it out and no webhook comes to prove the database works again.
  */
 export class GroupCommitWriter {
   private queue: Waiting[] = [];
   private queuedBytes = 0;
   private logs: RequestLogEntry[] = [];
+  /** Request-log rows of a failed transaction, waiting for the retry timer. */
+  private held: RequestLogEntry[] = [];
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryDue = false;
   private writing = false;
   private scheduled = false;
   private idle: Array<() => void> = [];
   private readonly maxBatch: number;
   private readonly retryAfterSeconds: number;
-  /** Request-log rows dropped because the database fell behind (exposed for operators). */
+  /** Request-log rows dropped because the database fell behind or failed (exposed for operators). */
   droppedLogs = 0;
-  /** The last transaction failed: readiness reports it until one succeeds. */
+  /** The last transaction failed: readiness reports it until one succeeds (a retry, or new traffic). */
   failing = false;
 
   constructor(
@@ -72,7 +82,7 @@ export class GroupCommitWriter {
 
   /** Queues the log row of a request that stored nothing; written with the next group. */
   submitLog(entry: RequestLogEntry): void {
-    if (this.logs.length >= MAX_QUEUED_LOGS) {
+    if (this.logs.length + this.held.length >= MAX_QUEUED_LOGS) {
       this.droppedLogs++;
       return;
     }
@@ -84,12 +94,20 @@ export class GroupCommitWriter {
     return this.queue.length;
   }
 
-  /** Resolves when everything queued so far has been written (graceful shutdown). */
-  drain(): Promise<void> {
-    if (!this.writing && !this.scheduled && this.queue.length === 0 && this.logs.length === 0) {
-      return Promise.resolve();
+  /**
+   * Resolves when everything queued so far has been written and held rows have been tried
+   * once more (graceful shutdown); held rows that still fail wait for the next write.
+   */
+  async drain(): Promise<void> {
+    if (this.held.length > 0) {
+      this.retryDue = true;
+      this.schedule();
     }
-    return new Promise((resolve) => this.idle.push(resolve));
+    if (this.writing || this.scheduled || this.queue.length > 0 || this.logs.length > 0) {
+      await new Promise<void>((resolve) => this.idle.push(resolve));
+    }
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
   }
 
   private schedule(): void {
@@ -103,14 +121,52 @@ export class GroupCommitWriter {
   private async writeGroups(): Promise<void> {
     this.scheduled = false;
     this.writing = true;
-    while (this.queue.length > 0 || this.logs.length > 0) {
+    while (this.retryDue || this.queue.length > 0 || this.logs.length > 0) {
+      if (this.retryDue) {
+        this.retryDue = false;
+        await this.retryHeld();
+        continue;
+      }
       const group = this.queue.splice(0, this.maxBatch);
       const logs = this.logs.splice(0, this.logs.length);
       for (const waiting of group) this.queuedBytes -= waiting.webhook.rawBody.length;
       await this.writeGroup(group, logs);
     }
     this.writing = false;
+    if (this.held.length > 0) this.retryLater();
     for (const resolve of this.idle.splice(0)) resolve();
+  }
+
+  private retryLater(): void {
+    if (this.retryTimer !== undefined) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      this.retryDue = true;
+      this.schedule();
+    }, this.retryAfterSeconds * 1000);
+    this.retryTimer.unref();
+  }
+
+  /**
+   * Writes the held rows in a transaction of their own (never with webhooks, so rows that
+   * cannot be written can never cost a webhook its commit). Rows that fail while other
+   * writes succeed are dropped: the rows are at fault, not the database.
+   */
+  private async retryHeld(): Promise<void> {
+    const rows = this.held.splice(0);
+    if (rows.length === 0) return;
+    const databaseWasFailing = this.failing;
+    try {
+      await this.store.commitBatch([], rows);
+      this.failing = false;
+    } catch (error) {
+      if (databaseWasFailing) {
+        this.held = rows.concat(this.held);
+        return;
+      }
+      this.droppedLogs += rows.length;
+      this.log.error({ err: error, logs: rows.length }, 'request-log rows dropped: they fail while other writes succeed');
+    }
   }
 
   private async writeGroup(group: Waiting[], logs: RequestLogEntry[]): Promise<void> {
@@ -128,7 +184,18 @@ export class GroupCommitWriter {
         retryAfterSeconds: this.retryAfterSeconds,
       });
       for (const waiting of group) waiting.reject(refusal);
-      this.droppedLogs += logs.length;
+      this.hold(logs);
     }
+  }
+
+  /**
+   * Keeps a failed transaction's log rows for the retry, each with a new id: a commit whose
+   * connection was cut may have been applied after all, and its ids would then fail the
+   * retry forever (at worst such a row is written twice).
+   */
+  private hold(logs: RequestLogEntry[]): void {
+    const room = Math.max(0, MAX_QUEUED_LOGS - this.held.length - this.logs.length);
+    this.droppedLogs += Math.max(0, logs.length - room);
+    for (const entry of logs.slice(0, room)) this.held.push({ ...entry, id: newId('req') });
   }
 }

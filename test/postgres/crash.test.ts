@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { afterAll, afterEach, expect, test } from 'vitest';
-import { crashCycle, faultCycle } from '../support/crash.js';
+import { checkRows as checkRowsOf, crashCycle, faultCycle } from '../support/crash.js';
 import { freshDatabase, type TestDatabase } from '../support/databases.js';
 import { cleanupAll, killAll, type ServerProcess } from '../support/processes.js';
 
@@ -22,6 +22,11 @@ async function database(): Promise<TestDatabase> {
   return fresh;
 }
 
+/** Each acknowledged uuid is one row with the exact bytes sent (support/crash.ts). */
+function checkRows(db: TestDatabase, acked: ReadonlyMap<string, string>) {
+  return checkRowsOf((text, params) => db.query(text, params), acked);
+}
+
 afterEach(() => killAll());
 afterAll(async () => {
   console.log(
@@ -31,28 +36,6 @@ afterAll(async () => {
   await cleanupAll();
   for (const fresh of databases.splice(0)) await fresh.cleanup();
 });
-
-/**
- * Beneath the API: each acknowledged uuid is one row of `webhooks` with the exact bytes
- * sent. Returns the problems found and how many uuids have more than one row.
- */
-async function checkRows(db: TestDatabase, acked: ReadonlyMap<string, string>) {
-  const rows = await db.query<{ uuid: string; raw_body: Buffer }>('select uuid, raw_body from webhooks where uuid = any($1::text[])', [
-    [...acked.keys()],
-  ]);
-  const seen = new Map<string, number>();
-  const problems: string[] = [];
-  for (const row of rows) {
-    seen.set(row.uuid, (seen.get(row.uuid) ?? 0) + 1);
-    if (row.raw_body.toString('utf8') !== acked.get(row.uuid) && problems.length < 5) {
-      problems.push(`${row.uuid}: the raw_body column differs from the bytes sent`);
-    }
-  }
-  const duplicated = [...seen.values()].filter((count) => count > 1).length;
-  const missing = [...acked.keys()].filter((uuid) => !seen.has(uuid));
-  if (missing.length > 0) problems.push(`${missing.length} acknowledged uuids have no row, e.g. ${missing[0]}`);
-  return { problems, duplicated };
-}
 
 for (let cycle = 1; cycle <= CYCLES; cycle++) {
   test(`postgres crash cycle ${cycle}: every webhook acknowledged before kill -9 is stored once, byte for byte`, async () => {

@@ -1,7 +1,6 @@
 import { copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { waitFor } from '../helpers.js';
-import { makeTempDir, runCliJson, startServer, type Exited, type ServerProcess } from './processes.js';
+import { makeTempDir, runCliJson, sleep, startServer, type Exited, type ServerProcess } from './processes.js';
 import { checkStored, WebhookLoad, type LoadAnswer } from './webhook-load.js';
 
 /**
@@ -9,6 +8,9 @@ import { checkStored, WebhookLoad, type LoadAnswer } from './webhook-load.js';
  * kill -9"), for any INTAKE_DATABASE_URL: load the real server with concurrent webhooks,
  * break something at a random moment (the node with SIGKILL, or its database connections),
  * and check that every 202 it gave is stored, byte for byte. Never leaves a process running.
+ *
+ * Nothing here imports Vitest: the long run (test/crash/long-run.ts, `npm run test:crash`)
+ * runs these cycles as a plain Node program.
  */
 
 /** The integration a cycle sends to. */
@@ -183,16 +185,25 @@ export interface FaultCycleOptions {
   /** Where the node runs (a tenant is made with the CLI when it holds none). */
   target: CrashTarget;
   /**
-   * Breaks the database side under the running node (never the node itself); resolves to
-   * how many of its connections it broke.
+   * Breaks something beneath the running node (its database connections, its disk; never
+   * the node itself); resolves to how many connections or files it broke.
    */
   injectFault(server: ServerProcess): Promise<number>;
+  /**
+   * Ends the fault. Without it the fault ends by itself (broken connections are replaced).
+   * With it the fault holds until the node has refused `refusalsDuringFault` requests and
+   * /readyz has answered 503; then the load stops, the fault is ended, and the node must
+   * answer /readyz 200 with no traffic at all (a balancer that took it out sends none)
+   * before the load resumes.
+   */
+  endFault?(server: ServerProcess): Promise<void>;
+  refusalsDuringFault?: number;
   concurrency?: number;
   /** The first fault comes after this many 202s. */
   minAcks?: number;
   /** Faults are injected again (up to this many rounds) until a request has been refused. */
   maxFaultRounds?: number;
-  /** Bound on the node accepting webhooks and /readyz answering 200 again after the last fault. */
+  /** Bound on the node accepting webhooks and /readyz answering 200 again after the fault. */
   recoveryBoundMs?: number;
   /** After recovering, the load goes on until this many more 202s. */
   acksAfterRecovery?: number;
@@ -205,7 +216,7 @@ export interface FaultCycleResult {
   corrupted: number;
   bodiesChecked: number;
   stored: number;
-  /** Fault rounds injected, and connections they broke. */
+  /** Fault rounds injected, and connections (or files) they broke. */
   faultRounds: number;
   connectionsBroken: number;
   /** 503 answers with Retry-After and a JSON error body. */
@@ -214,23 +225,30 @@ export interface FaultCycleResult {
   badAnswers: string[];
   /** Requests without an answer: none are expected, the node never goes away. */
   failures: string[];
+  /** With endFault: statuses /readyz gave while the fault held, by status. */
+  readyzDuringFault: Record<string, number>;
+  /** 202s to requests sent after the first fault was in place and before its end (stored all the same). */
+  acceptedDuringFault: number;
   /** Statuses /readyz gave while recovering, by status. */
   readyzStatuses: Record<string, number>;
-  /** Milliseconds from the last fault to a 202 sent after it with /readyz at 200. */
+  /** Milliseconds from the (end of the) fault to a 202 sent after it with /readyz at 200. */
   recoveryMs: number;
   /** Answers other than 202 to requests sent after the node had recovered. */
   refusedAfterRecovery: number;
   /** How the node ended on SIGTERM. */
   exit: Exited;
+  /** What the node wrote to stdout (JSON log lines). */
+  serverLog: string;
   problems: string[];
 }
 
 /**
- * One database-fault cycle: a node on `target` under load; after `minAcks` 202s its
- * database connections are broken (injectFault), again until a request has been refused.
- * Every answer must be a 202 or a 503 with Retry-After and a JSON error body; the node must
- * come back by itself (202s and /readyz 200 within recoveryBoundMs); then every 202 is
- * checked through the same node, which is never restarted.
+ * One fault cycle: a node on `target` under load; after `minAcks` 202s something beneath
+ * it breaks (injectFault), again until a request has been refused, and holds until
+ * endFault when one is given. Every answer must be a 202 or a 503 with Retry-After and a
+ * JSON error body; the node must come back by itself (202s and /readyz 200 within
+ * recoveryBoundMs); then every 202 is checked through the same node, which is never
+ * restarted.
  */
 export async function faultCycle(options: FaultCycleOptions): Promise<FaultCycleResult> {
   const concurrency = options.concurrency ?? 16;
@@ -238,24 +256,29 @@ export async function faultCycle(options: FaultCycleOptions): Promise<FaultCycle
   const maxFaultRounds = options.maxFaultRounds ?? 20;
   const recoveryBoundMs = options.recoveryBoundMs ?? 5_000;
   const acksAfterRecovery = options.acksAfterRecovery ?? 100;
+  const refusalsDuringFault = options.refusalsDuringFault ?? 100;
   const problems: string[] = [];
 
   let server: ServerProcess | undefined;
+  const loads: WebhookLoad[] = [];
   try {
     server = await startServer({ databaseUrl: options.target.databaseUrl, env: SERVER_ENV });
     const node = server;
     const tenant = options.target.tenant ?? (await createTenant(server.cliEnv));
     let refused = 0;
     const badAnswers: string[] = [];
+    let firstFaultAt = Infinity;
     let lastFaultAt = Infinity;
     let recoveredAt = Infinity;
     let acceptedAfterFault = false;
+    let acceptedDuringFault = 0;
+    let faultEndedAt = Infinity;
     let refusedAfterRecovery = 0;
-    let acksAtRecovery = 0;
 
     const onAnswer = (answer: LoadAnswer) => {
       if (answer.status === 202) {
         if (answer.sentAt > lastFaultAt) acceptedAfterFault = true;
+        if (answer.sentAt > firstFaultAt && answer.sentAt < faultEndedAt) acceptedDuringFault++;
         return;
       }
       if (answer.sentAt > recoveredAt) refusedAfterRecovery++;
@@ -263,76 +286,125 @@ export async function faultCycle(options: FaultCycleOptions): Promise<FaultCycle
       if (problem === undefined) refused++;
       else if (badAnswers.length < 10) badAnswers.push(problem);
     };
-    const load = new WebhookLoad({
-      concurrency,
-      targets: [{ address: server.url(`/api/webhooks/${tenant.integrationKey}`), apiKey: tenant.apiKey }],
-      onAnswer,
-    });
-
-    try {
-      await waitFor(async () => (load.acked.size >= minAcks ? true : undefined), `${minAcks} acknowledgements before the fault`, 20_000);
-      let faultRounds = 0;
-      let connectionsBroken = 0;
-      while (faultRounds < maxFaultRounds && refused === 0) {
-        faultRounds++;
-        if (!node.running) throw new Error(`the node exited under the database fault; ${node.describe()}`);
-        connectionsBroken += await options.injectFault(node);
-        lastFaultAt = performance.now();
-        await waitFor(async () => (refused > 0 || performance.now() - lastFaultAt > 200 ? true : undefined), 'a refusal');
-      }
-
-      const readyzStatuses: Record<string, number> = {};
-      await waitFor(
-        async () => {
-          const status = await readyz(node);
-          readyzStatuses[status] = (readyzStatuses[status] ?? 0) + 1;
-          return acceptedAfterFault && status === 200 ? true : undefined;
-        },
-        'the node to accept webhooks and be ready again',
-        recoveryBoundMs,
-      ).catch((error: Error) => {
-        const state = { acceptedAfterFault, refused, badAnswers, failures: load.failures.slice(0, 5), readyzStatuses };
-        throw new Error(`${error.message}; ${JSON.stringify(state)}; ${node.describe()}`);
+    const startLoad = () => {
+      const load = new WebhookLoad({
+        concurrency,
+        targets: [{ address: node.url(`/api/webhooks/${tenant.integrationKey}`), apiKey: tenant.apiKey }],
+        onAnswer,
       });
-      recoveredAt = performance.now();
-      const recoveryMs = Math.round(recoveredAt - lastFaultAt);
-      acksAtRecovery = load.acked.size;
-      await waitFor(
-        async () => (load.acked.size >= acksAtRecovery + acksAfterRecovery ? true : undefined),
-        `${acksAfterRecovery} acknowledgements after recovering`,
-        10_000,
-      );
-      load.stop();
-      await load.done;
+      loads.push(load);
+      return load;
+    };
+    const acknowledged = () => loads.reduce((sum, load) => sum + load.acked.size, 0);
+    const state = (readyz: Record<string, number>) =>
+      JSON.stringify({ acceptedAfterFault, refused, badAnswers, failures: loads.flatMap((load) => load.failures).slice(0, 5), readyz });
 
-      const check = await checkStored(node.baseUrl, tenant, load.acked);
-      problems.push(...check.problems);
-      const exit = await node.stop();
-      return {
-        acknowledged: load.acked.size,
-        acked: load.acked,
-        lost: check.lost,
-        corrupted: check.corrupted,
-        bodiesChecked: check.bodiesChecked,
-        stored: check.stored,
-        faultRounds,
-        connectionsBroken,
-        refused,
-        badAnswers,
-        failures: load.failures.map((failure) => failure.message),
-        readyzStatuses,
-        recoveryMs,
-        refusedAfterRecovery,
-        exit,
-        problems,
-      };
-    } finally {
+    let load = startLoad();
+    await until(() => load.acked.size >= minAcks, `${minAcks} acknowledgements before the fault`, 20_000);
+    let faultRounds = 0;
+    let connectionsBroken = 0;
+    while (faultRounds < maxFaultRounds && refused === 0) {
+      faultRounds++;
+      if (!node.running) throw new Error(`the node exited under the fault; ${node.describe()}`);
+      connectionsBroken += await options.injectFault(node);
+      lastFaultAt = performance.now();
+      firstFaultAt = Math.min(firstFaultAt, lastFaultAt);
+      await until(() => refused > 0 || performance.now() - lastFaultAt > 200, 'a refusal');
+    }
+
+    const readyzDuringFault: Record<string, number> = {};
+    if (options.endFault) {
+      await until(
+        async () => {
+          count(readyzDuringFault, await readyz(node));
+          return refused >= refusalsDuringFault && readyzDuringFault[503] !== undefined;
+        },
+        `${refusalsDuringFault} refusals and /readyz answering 503 while the fault holds`,
+        15_000,
+      ).catch((error: Error) => {
+        throw new Error(`${error.message}; ${state(readyzDuringFault)}; ${node.describe()}`);
+      });
       load.stop();
       await load.done;
+      faultEndedAt = performance.now();
+      await options.endFault(node);
+      lastFaultAt = performance.now();
     }
+
+    const readyzStatuses: Record<string, number> = {};
+    await until(
+      async () => {
+        const status = await readyz(node);
+        count(readyzStatuses, status);
+        return status === 200 && (options.endFault !== undefined || acceptedAfterFault);
+      },
+      options.endFault ? 'the node to be ready again with no traffic' : 'the node to accept webhooks and be ready again',
+      recoveryBoundMs,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}; ${state(readyzStatuses)}; ${node.describe()}`);
+    });
+    recoveredAt = performance.now();
+    if (options.endFault) load = startLoad();
+    const acksAtRecovery = acknowledged();
+    await until(() => acknowledged() >= acksAtRecovery + acksAfterRecovery, `${acksAfterRecovery} acknowledgements after recovering`, 10_000);
+    const recoveryMs = Math.round(recoveredAt - lastFaultAt);
+    load.stop();
+    await load.done;
+
+    const acked = new Map(loads.flatMap((each) => [...each.acked]));
+    const check = await checkStored(node.baseUrl, tenant, acked);
+    problems.push(...check.problems);
+    const exit = await node.stop();
+    return {
+      acknowledged: acked.size,
+      acked,
+      lost: check.lost,
+      corrupted: check.corrupted,
+      bodiesChecked: check.bodiesChecked,
+      stored: check.stored,
+      faultRounds,
+      connectionsBroken,
+      refused,
+      badAnswers,
+      failures: loads.flatMap((each) => each.failures.map((failure) => failure.message)),
+      readyzDuringFault,
+      acceptedDuringFault,
+      readyzStatuses,
+      recoveryMs,
+      refusedAfterRecovery,
+      exit,
+      serverLog: node.stdout,
+      problems,
+    };
   } finally {
+    for (const load of loads) load.stop();
+    await Promise.all(loads.map((load) => load.done));
     await server?.kill();
   }
+}
+
+/**
+ * Beneath the API, on PostgreSQL (`query` runs SQL on the node's database): each
+ * acknowledged uuid is one row of `webhooks` with the exact bytes sent. Returns the problems found and how many uuids have
+ * more than one row.
+ */
+export async function checkRows(
+  query: (text: string, params: unknown[]) => Promise<Array<{ uuid: string; raw_body: Buffer }>>,
+  acked: ReadonlyMap<string, string>,
+): Promise<{ problems: string[]; duplicated: number }> {
+  const rows = await query('select uuid, raw_body from webhooks where uuid = any($1::text[])', [[...acked.keys()]]);
+  const seen = new Map<string, number>();
+  const problems: string[] = [];
+  for (const row of rows) {
+    seen.set(row.uuid, (seen.get(row.uuid) ?? 0) + 1);
+    if (row.raw_body.toString('utf8') !== acked.get(row.uuid) && problems.length < 5) {
+      problems.push(`${row.uuid}: the raw_body column differs from the bytes sent`);
+    }
+  }
+  const duplicated = [...seen.values()].filter((times) => times > 1).length;
+  const missing = [...acked.keys()].filter((uuid) => !seen.has(uuid));
+  if (missing.length > 0) problems.push(`${missing.length} acknowledged uuids have no row, e.g. ${missing[0]}`);
+  return { problems, duplicated };
 }
 
 /** Undefined for a proper refusal (503, Retry-After, JSON error body); else what is wrong. */
@@ -350,6 +422,7 @@ function refusalProblem(answer: LoadAnswer): string | undefined {
   return undefined;
 }
 
+/** /readyz's status; 0 when it does not answer within 2 s. */
 async function readyz(server: ServerProcess): Promise<number> {
   try {
     const response = await fetch(server.url('/readyz'), { signal: AbortSignal.timeout(2_000) });
@@ -357,5 +430,18 @@ async function readyz(server: ServerProcess): Promise<number> {
     return response.status;
   } catch {
     return 0;
+  }
+}
+
+function count(statuses: Record<string, number>, status: number): void {
+  statuses[status] = (statuses[status] ?? 0) + 1;
+}
+
+/** Polls until `probe` holds; throws past the bound (helpers.ts's waitFor needs Vitest). */
+async function until(probe: () => boolean | Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await probe())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(10);
   }
 }

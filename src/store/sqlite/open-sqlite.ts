@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, SqliteDialect, sql } from 'kysely';
+import { Kysely, SqliteDialect, SqliteDriver, sql, type DatabaseConnection, type Driver } from 'kysely';
 import type { Database } from '../schema.js';
 import { KyselyStore } from '../kysely-store.js';
 import type { DialectTypes } from '../migrations/index.js';
@@ -31,6 +31,32 @@ export function openSqliteStore(path: string, onQuery?: QueryObserver): KyselySt
   database.pragma('synchronous = FULL');
   database.pragma('busy_timeout = 5000');
   database.pragma('foreign_keys = ON');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }), log: queryLog(onQuery) });
+  const db = new Kysely<Database>({ dialect: new IntakeSqliteDialect(database), log: queryLog(onQuery) });
   return new KyselyStore('sqlite', db, SQLITE_TYPES);
+}
+
+/**
+ * SQLite rolls a transaction back by itself on some errors (SQLITE_FULL and SQLITE_IOERR,
+ * a full disk); Kysely's ROLLBACK would then fail with "no transaction is active", and that
+ * error would replace the one saying what happened. Only a transaction still open is
+ * rolled back.
+ */
+class IntakeSqliteDialect extends SqliteDialect {
+  constructor(private readonly database: SQLite.Database) {
+    super({ database });
+  }
+
+  override createDriver(): Driver {
+    return new IntakeSqliteDriver(this.database);
+  }
+}
+
+class IntakeSqliteDriver extends SqliteDriver {
+  constructor(private readonly database: SQLite.Database) {
+    super({ database });
+  }
+
+  override async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    if (this.database.inTransaction) await super.rollbackTransaction(connection);
+  }
 }
