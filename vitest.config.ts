@@ -31,6 +31,8 @@ const ON_BOTH_DATABASES = [
   'test/api/contract.test.ts',
   'test/api/setup.test.ts',
   'test/api/webhook-stream.test.ts',
+  'test/api/isolation-matrix.test.ts',
+  'test/intake-fuzz.test.ts',
 ];
 
 const postgres = await probePostgres(TEST_POSTGRES_URL);

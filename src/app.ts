@@ -10,6 +10,8 @@ import { apiV1Routes } from './api/index.js';
 import { registerOpenApi } from './api/openapi.js';
 import type { Config } from './config.js';
 import { AppError, ERRORS, errorBody, type ErrorCode } from './errors.js';
+import { addSecurityHeaders, clientErrorHandler, hardenedServerFactory, securityHeaders } from './http-hardening.js';
+import { AuthFailureLimiter } from './intake/auth-failures.js';
 import { Authenticator } from './intake/authenticate.js';
 import { GroupCommitWriter } from './intake/group-commit.js';
 import { KeyCache } from './intake/key-cache.js';
@@ -64,7 +66,15 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     // Every request to an integration lands in the request log table; stdout gets errors.
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => randomUUID(),
-    requestTimeout: 30_000,
+    // Header size, timeouts, URL length and the connection cap: see http-hardening.ts.
+    serverFactory: hardenedServerFactory(config),
+    clientErrorHandler,
+    // A URL the router cannot read (bad escape, an overlong segment) is answered like any
+    // error, though no hook runs for it.
+    frameworkErrors: (error, request, reply) => {
+      addSecurityHeaders(request, reply);
+      return renderError(toAppError(error, request), request, reply);
+    },
     trustProxy: config.trustProxy,
     // Every route is registered with and without a trailing slash being the same address.
     routerOptions: { ignoreTrailingSlash: true },
@@ -83,7 +93,13 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   retention.start();
 
   app.decorateRequest('errorCode', undefined);
+  app.addHook('onSend', securityHeaders);
   app.setErrorHandler((error, request, reply) => renderError(toAppError(error as Error, request), request, reply));
+  // U+0000 reaches no route: PostgreSQL's text cannot hold it, so it would be a database
+  // error (a 500 or a 503) where the client deserves a 400.
+  app.addHook('onRequest', async (request) => {
+    if (NUL_IN_URL.test(request.url)) throw new AppError('invalid_request', 'The URL must not contain %00 (NUL).');
+  });
   const knownRoutes = trackRoutes(app);
   app.decorate('registeredRoutes', { getter: () => knownRoutes.list });
   app.setNotFoundHandler((request, reply) => {
@@ -93,7 +109,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
         ? new AppError('method_not_allowed', `${request.method} is not allowed here; use ${allowed.join(', ')}.`, {
             allow: allowed,
           })
-        : new AppError('not_found', `No route for ${request.method} ${request.url.split('?', 1)[0]}.`);
+        : new AppError('not_found', `No route for ${request.method} ${withoutKeys(request.url.split('?', 1)[0]!)}.`);
     return renderError(error, request, reply);
   });
 
@@ -103,7 +119,11 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   const counters = { unknownIntegrationRequests: 0 };
   await app.register(healthRoutes, { store, writer, counters });
   await app.register(panelRoutes);
-  const authenticator = new Authenticator(keyCache, config.environment);
+  const authenticator = new Authenticator(
+    keyCache,
+    config.environment,
+    new AuthFailureLimiter(config.authFailureLimit, config.authFailureWindowMs),
+  );
   await app.register(
     async (scope) => apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, lastUsed, sessions: new Sessions(store) }),
     { prefix: '/api/v1' },
@@ -128,6 +148,13 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   return app;
 }
 
+const NUL_IN_URL = /%00|\u0000/;
+
+/** A path as an error may repeat it: an API key pasted into it is not sent back. */
+function withoutKeys(path: string): string {
+  return path.replace(/whk_[A-Za-z0-9_%-]+/g, 'whk_…');
+}
+
 function renderError(error: AppError, request: FastifyRequest, reply: FastifyReply) {
   request.errorCode = error.code;
   if (error.details.retryAfterSeconds !== undefined) reply.header('retry-after', String(error.details.retryAfterSeconds));
@@ -143,6 +170,7 @@ const FASTIFY_ERRORS: Record<string, ErrorCode> = {
   FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
   FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
   FST_ERR_BAD_URL: 'invalid_request',
+  FST_ERR_MAX_PARAM_LENGTH: 'invalid_request',
   FST_ERR_ASYNC_CONSTRAINT: 'invalid_request',
 };
 

@@ -27,6 +27,27 @@ const ConfigSchema = Type.Object({
   INTAKE_RETENTION_INTERVAL_SECONDS: Type.Integer({ minimum: 1, maximum: 86400, default: 600 }),
   /** Body limit of a new integration, in bytes (each integration may change its own). */
   INTAKE_DEFAULT_BODY_LIMIT: Type.Integer({ minimum: 1, maximum: 16 * 1024 * 1024, default: 1024 * 1024 }),
+  /**
+   * Failed authentications (missing or invalid API key) one client address may make per
+   * window at the webhook addresses; past it, 429 without a key lookup. 0 turns it off.
+   */
+  INTAKE_AUTH_FAILURE_LIMIT: Type.Integer({ minimum: 0, default: 100 }),
+  INTAKE_AUTH_FAILURE_WINDOW_SECONDS: Type.Integer({ minimum: 1, maximum: 86400, default: 60 }),
+  /** Request line and headers together, in bytes; past it, 431. */
+  INTAKE_MAX_HEADER_SIZE: Type.Integer({ minimum: 1024, maximum: 1024 * 1024, default: 16 * 1024 }),
+  /** The request target (path and query), in characters; past it, 414. */
+  INTAKE_MAX_URL_LENGTH: Type.Integer({ minimum: 256, maximum: 1024 * 1024, default: 8 * 1024 }),
+  /** Time to receive a request's headers (slowloris), then 408 and the connection is closed. */
+  INTAKE_HEADERS_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, default: 10_000 }),
+  /** Time to receive a whole request, body included. */
+  INTAKE_REQUEST_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 3_600_000, default: 30_000 }),
+  /**
+   * An idle keep-alive connection is closed after this; longer than the usual load balancer
+   * idle timeout (60 s) so the balancer, not the server, closes first.
+   */
+  INTAKE_KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 3_600_000, default: 72_000 }),
+  /** Open connections at most; one more is closed as soon as it is accepted. */
+  INTAKE_MAX_CONNECTIONS: Type.Integer({ minimum: 1, default: 10_000 }),
 });
 
 type RawConfig = Static<typeof ConfigSchema>;
@@ -46,6 +67,15 @@ export interface Config {
   writeQueueMaxBytes: number;
   defaultBodyLimit: number;
   retentionIntervalMs: number;
+  /** 0: no limit. */
+  authFailureLimit: number;
+  authFailureWindowMs: number;
+  maxHeaderSize: number;
+  maxUrlLength: number;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  maxConnections: number;
 }
 
 /** Thrown with every problem found, one line each, so a bad start says all at once. */
@@ -64,6 +94,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const candidate = Value.Convert(ConfigSchema, Value.Default(ConfigSchema, { ...known }));
   const problems = describeProblems(candidate, known);
+  if (problems.length === 0) problems.push(...crossProblems(candidate as RawConfig));
   if (problems.length > 0) throw new ConfigError(problems);
   const raw = candidate as RawConfig;
   return {
@@ -79,12 +110,32 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     writeQueueMaxBytes: raw.INTAKE_WRITE_QUEUE_MAX_BYTES,
     defaultBodyLimit: raw.INTAKE_DEFAULT_BODY_LIMIT,
     retentionIntervalMs: raw.INTAKE_RETENTION_INTERVAL_SECONDS * 1000,
+    authFailureLimit: raw.INTAKE_AUTH_FAILURE_LIMIT,
+    authFailureWindowMs: raw.INTAKE_AUTH_FAILURE_WINDOW_SECONDS * 1000,
+    maxHeaderSize: raw.INTAKE_MAX_HEADER_SIZE,
+    maxUrlLength: raw.INTAKE_MAX_URL_LENGTH,
+    headersTimeoutMs: raw.INTAKE_HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: raw.INTAKE_REQUEST_TIMEOUT_MS,
+    keepAliveTimeoutMs: raw.INTAKE_KEEP_ALIVE_TIMEOUT_MS,
+    maxConnections: raw.INTAKE_MAX_CONNECTIONS,
   };
 }
 
 function parseTrustProxy(value: string): boolean | string[] {
   if (value === 'true' || value === 'false') return value === 'true';
   return value.split(',').map((part) => part.trim()).filter(Boolean);
+}
+
+/** Rules between variables, checked once each variable is valid on its own. */
+function crossProblems(raw: RawConfig): string[] {
+  const problems: string[] = [];
+  // Node refuses to start a server whose headers may take longer than the whole request.
+  if (raw.INTAKE_HEADERS_TIMEOUT_MS > raw.INTAKE_REQUEST_TIMEOUT_MS) {
+    problems.push(
+      `INTAKE_HEADERS_TIMEOUT_MS=${raw.INTAKE_HEADERS_TIMEOUT_MS}: must not exceed INTAKE_REQUEST_TIMEOUT_MS (${raw.INTAKE_REQUEST_TIMEOUT_MS})`,
+    );
+  }
+  return problems;
 }
 
 function describeProblems(candidate: unknown, given: Record<string, unknown>): string[] {

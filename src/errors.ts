@@ -35,6 +35,18 @@ export const ERRORS = {
     message: 'This idempotency key was already used with a different body.',
   },
   rate_limited: { status: 429, title: 'Rate limit exceeded', message: 'Too many requests; retry later.' },
+  auth_rate_limited: {
+    status: 429,
+    title: 'Too many failed authentications',
+    message: 'Too many requests with a missing or invalid API key came from this address; retry later.',
+  },
+  request_timeout: { status: 408, title: 'Request timeout', message: 'The request was not received in time.' },
+  uri_too_long: { status: 414, title: 'URI too long', message: 'The request URL is longer than the limit.' },
+  headers_too_large: {
+    status: 431,
+    title: 'Request headers too large',
+    message: 'The request line and headers are larger than the limit.',
+  },
   service_unavailable: {
     status: 503,
     title: 'Service unavailable',
@@ -62,6 +74,7 @@ export const ERRORS = {
     message: 'This setup link is wrong, expired or already used. Sign in, or ask the operator for a new link.',
   },
   conflict: { status: 409, title: 'Conflict', message: 'The request conflicts with the current state.' },
+  expectation_failed: { status: 417, title: 'Expectation failed', message: 'Only "Expect: 100-continue" is understood.' },
   not_found: { status: 404, title: 'Not found', message: 'The requested resource does not exist.' },
   method_not_allowed: { status: 405, title: 'Method not allowed', message: 'This method is not allowed on this path.' },
   internal_error: { status: 500, title: 'Internal server error', message: 'Something went wrong on our side.' },

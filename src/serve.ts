@@ -22,8 +22,8 @@ export async function serve(): Promise<void> {
     closing = true;
     logger.info({ signal }, 'shutting down: draining the write queue');
     // close() only ends connections idle at that moment; a keep-alive connection whose
-    // request finishes later would hold the process until its timeout (72 s), so idle
-    // connections are closed again as in-flight requests complete.
+    // request finishes later would hold the process until its keep-alive timeout (72 s by
+    // default), so idle connections are closed again as in-flight requests complete.
     const closeIdle = setInterval(() => app.server.closeIdleConnections(), 100);
     await app.close();
     clearInterval(closeIdle);

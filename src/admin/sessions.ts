@@ -2,6 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { hashPassword, verifyPassword } from '../domain/password.js';
 import { AppError } from '../errors.js';
 import type { Role, SessionRecord, Store } from '../store/store.js';
+import { FailureWindows } from '../domain/failure-windows.js';
 
 export const SESSION_COOKIE = 'intake_session';
 /** A session unused this long ends (OWASP: idle timeout). */
@@ -104,39 +105,6 @@ export class Sessions {
   /** Ends every session of the user, on every device. */
   async signOutEverywhere(userId: string): Promise<number> {
     return this.store.deleteSessionsOfUser(userId);
-  }
-
-}
-
-/**
- * Failed sign-ins counted in fixed windows: past the limit, a key (account or IP) is
- * refused until its window ends, so a slow guesser gets no more tries than a fast one.
- */
-class FailureWindows {
-  private windows = new Map<string, { startedAt: number; failures: number }>();
-
-  constructor(
-    private readonly windowMs: number,
-    private readonly now: () => number,
-  ) {}
-
-  count(key: string): void {
-    const now = this.now();
-    const window = this.windows.get(key);
-    if (!window || now - window.startedAt >= this.windowMs) this.windows.set(key, { startedAt: now, failures: 1 });
-    else window.failures++;
-    if (this.windows.size > 100_000) this.forgetEnded(now);
-  }
-
-  /** Milliseconds until `key` may try again (0: now). */
-  blockedFor(key: string, limit: number): number {
-    const window = this.windows.get(key);
-    if (!window || window.failures < limit) return 0;
-    return Math.max(0, window.startedAt + this.windowMs - this.now());
-  }
-
-  private forgetEnded(now: number): void {
-    for (const [key, window] of this.windows) if (now - window.startedAt >= this.windowMs) this.windows.delete(key);
   }
 }
 

@@ -3,6 +3,7 @@ import type { AppInstance } from '../app.js';
 import type { AuditRecord } from '../store/store.js';
 import { principalOf, type ApiDeps } from './context.js';
 import { ERROR_RESPONSES, Id, Page, PageQuery, Timestamp, iso, pageOf } from './schemas.js';
+import { parseTime } from '../domain/time.js';
 
 const AuditRecordSchema = Type.Object(
   {
@@ -62,8 +63,8 @@ export async function auditRoutes(app: AppInstance, deps: ApiDeps): Promise<void
             ...(action !== undefined && { action }),
             ...(actor_id !== undefined && { actorId: actor_id }),
             ...(target_id !== undefined && { targetId: target_id }),
-            ...(since !== undefined && { since: Date.parse(since) }),
-            ...(until !== undefined && { until: Date.parse(until) }),
+            ...(since !== undefined && { since: parseTime(since, 'since') }),
+            ...(until !== undefined && { until: parseTime(until, 'until') }),
           }),
         (last) => ({ at: last.at, id: last.id }),
       );

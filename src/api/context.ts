@@ -71,7 +71,7 @@ async function resolvePrincipal(deps: ApiDeps, request: FastifyRequest): Promise
   const apiKey = request.headers['x-api-key'];
   const cookie = request.cookies[SESSION_COOKIE];
   if (apiKey !== undefined || cookie === undefined) {
-    const grant = await deps.authenticator.liveGrant(typeof apiKey === 'string' ? apiKey : undefined, Date.now());
+    const grant = await deps.authenticator.throttledGrant(typeof apiKey === 'string' ? apiKey : undefined, request.ip, Date.now());
     if (grant instanceof AppError) throw grant;
     // An integration's key (webhooks:*) is valid here but may do nothing.
     if (grant.integrationId !== null || request.routeOptions.config.sessionOnly) throw new AppError('insufficient_permissions');

@@ -3,6 +3,7 @@ import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyRequest } from 'fastify';
 import { SESSION_COOKIE } from '../admin/sessions.js';
 import type { AppInstance } from '../app.js';
+import { fieldWithNul } from '../domain/text.js';
 import { AppError } from '../errors.js';
 import { auditRoutes } from './audit.js';
 import { authRoutes } from './auth.js';
@@ -47,6 +48,12 @@ export async function apiV1Routes(app: AppInstance, deps: ApiDeps): Promise<void
   // the answer leaves; other nodes hear of it through the store within a second.
   app.addHook('onSend', async (request) => {
     if (!SAFE_METHODS.has(request.method)) deps.keyCache.invalidate();
+  });
+
+  // A JSON string may hold U+0000; PostgreSQL's text cannot: a 400 naming the field.
+  app.addHook('preValidation', async (request) => {
+    const field = fieldWithNul(request.body);
+    if (field !== undefined) throw new AppError('invalid_request', `${field} must not contain U+0000 (NUL).`, { field });
   });
 
   await authRoutes(app, deps);

@@ -5,6 +5,7 @@ import { AppError } from '../errors.js';
 import type { KeyDetails } from '../store/store.js';
 import { managementFor, principalOf, type ApiDeps } from './context.js';
 import { ERROR_RESPONSES, Id, NullableTimestamp, Page, PageQuery, Timestamp, iso, pageOf } from './schemas.js';
+import { parseTime } from '../domain/time.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** How far back the callers of a key are looked for: a rotation's longest grace period. */
@@ -111,7 +112,7 @@ export async function keyRoutes(app: AppInstance, deps: ApiDeps): Promise<void> 
       const { name, expires_at } = request.body;
       const created = await managementFor(deps, request).createIntegrationKey(companyId, integrationId, {
         name,
-        expiresAt: expires_at === undefined ? null : Date.parse(expires_at),
+        expiresAt: expires_at === undefined ? null : parseTime(expires_at, 'expires_at'),
       });
       return reply.code(201).send({ key: await presentOne(companyId, integrationId, created.id), api_key: created.apiKey });
     },

@@ -4,6 +4,7 @@ import { ERRORS, type ErrorCode } from '../errors.js';
 import type { RequestLogEntry } from '../store/store.js';
 import { principalOf, type ApiDeps } from './context.js';
 import { ERROR_RESPONSES, Id, Page, PageQuery, Timestamp, iso, pageOf } from './schemas.js';
+import { parseOptionalTime } from '../domain/time.js';
 
 const NullableString = (description: string) => Type.Union([Type.String(), Type.Null()], { description });
 
@@ -68,8 +69,8 @@ export async function requestLogRoutes(app: AppInstance, deps: ApiDeps): Promise
             keyId: query.key_id,
             errorCode: query.error_code,
             status: query.status_class === undefined ? undefined : STATUS_CLASSES[query.status_class],
-            since: query.since === undefined ? undefined : Date.parse(query.since),
-            until: query.until === undefined ? undefined : Date.parse(query.until),
+            since: parseOptionalTime(query.since, 'since'),
+            until: parseOptionalTime(query.until, 'until'),
           }),
         (last) => ({ at: last.receivedAt, id: last.id }),
       );

@@ -4,6 +4,7 @@ import { AppError } from '../errors.js';
 import type { UsageBucket } from '../store/store.js';
 import { principalOf, type ApiDeps } from './context.js';
 import { ERROR_RESPONSES, Id, Timestamp, iso } from './schemas.js';
+import { parseTime } from '../domain/time.js';
 
 const MINUTE_MS = 60_000;
 const BUCKETS = {
@@ -71,8 +72,8 @@ export async function usageRoutes(app: AppInstance, deps: ApiDeps): Promise<void
       const { companyId } = principalOf(request);
       const query = request.query;
       const bucket = BUCKETS[query.bucket];
-      const until = query.until === undefined ? Date.now() : Date.parse(query.until);
-      const requested = query.since === undefined ? until - bucket.defaultCount * bucket.ms : Date.parse(query.since);
+      const until = query.until === undefined ? Date.now() : parseTime(query.until, 'until');
+      const requested = query.since === undefined ? until - bucket.defaultCount * bucket.ms : parseTime(query.since, 'since');
       const since = requested - (((requested % bucket.ms) + bucket.ms) % bucket.ms);
       if (since >= until) throw new AppError('invalid_request', '`since` must be before `until`.', { field: 'since' });
       const buckets = Math.ceil((until - since) / bucket.ms);

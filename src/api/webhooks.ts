@@ -7,6 +7,7 @@ import { AppError } from '../errors.js';
 import { SEARCH_SCAN_ROWS, type StoredWebhook, type WebhookSearch } from '../store/store.js';
 import { principalOf, type ApiDeps } from './context.js';
 import { ERROR_RESPONSES, Id, Page, PageQuery, Timestamp, iso } from './schemas.js';
+import { parseOptionalTime } from '../domain/time.js';
 
 /** Rows per store read while exporting: what is held in memory at once. */
 const EXPORT_PAGE = 200;
@@ -144,8 +145,8 @@ function search(query: FilterQuery): Omit<WebhookSearch, 'limit'> {
   return {
     integrationId: query.integration_id,
     event: query.event,
-    since: query.since === undefined ? undefined : Date.parse(query.since),
-    until: query.until === undefined ? undefined : Date.parse(query.until),
+    since: parseOptionalTime(query.since, 'since'),
+    until: parseOptionalTime(query.until, 'until'),
     text: query.q,
   };
 }

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { AppError } from '../errors.js';
 import { SHOWN_ONCE, iso, print, withStore } from './context.js';
 import { companyOfIntegration, parseWhole } from './integration.js';
+import { isId } from '../domain/ids.js';
 
 export function registerKeyCommands(program: Command): void {
   const key = program.command('key').description('API keys');
@@ -42,6 +43,8 @@ export function registerKeyCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action((options: { key: string; json?: boolean }) =>
       withStore(async ({ store, management }) => {
+        // Not echoed unless it is an id: someone may paste the API key itself here.
+        if (!isId('key', options.key)) throw new AppError('invalid_request', '--key takes a key id (key_…), not the key itself.');
         const companyId = await store.companyOfKey(options.key);
         if (!companyId) throw new AppError('not_found', `No key with id ${options.key}.`);
         const revoked = await management.revokeKey(companyId, options.key);

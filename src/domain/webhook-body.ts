@@ -1,4 +1,5 @@
 import { AppError } from '../errors.js';
+import { UNSTORABLE_TEXT } from './text.js';
 
 /**
  * The rules of a webhook body (contract, "Sending a webhook"), in the order the contract
@@ -66,6 +67,11 @@ function validEvent(event: unknown): string {
       `Field "event" is required and must be a non-empty string of at most ${MAX_EVENT_LENGTH} characters.`,
       { field: 'event' },
     );
+  }
+  // Text columns cannot hold U+0000 (PostgreSQL refuses it) and UTF-8 has no unpaired
+  // surrogate: such an event could not be stored as sent, nor filtered on.
+  if (UNSTORABLE_TEXT.test(event)) {
+    throw new AppError('validation_failed', 'Field "event" must not contain U+0000 or an unpaired surrogate.', { field: 'event' });
   }
   return event;
 }

@@ -2,6 +2,7 @@ import type { Environment } from '../config.js';
 import { hashIfWellFormed, hashesEqual, type Scope } from '../domain/api-key.js';
 import { AppError } from '../errors.js';
 import type { IntegrationRoute, KeyGrant } from '../store/store.js';
+import type { AuthFailureLimiter } from './auth-failures.js';
 import type { KeyCache } from './key-cache.js';
 
 export interface AuthAttempt {
@@ -13,6 +14,8 @@ export interface AuthAttempt {
   /** Sending needs an enabled integration; reading its log does not. */
   requireEnabled: boolean;
   now: number;
+  /** The client's address: its failed attempts are limited. */
+  ip: string;
 }
 
 /** What is known of a request after authentication, whether it passed or not. */
@@ -35,11 +38,15 @@ export interface AuthResult {
  * A valid key aimed at an address it does not own gets 403, also when the address names
  * no integration at all, so a key holder cannot tell other companies' addresses from
  * unused ones.
+ *
+ * An address that sent too many missing or invalid keys is refused (429) before its key is
+ * looked at; the integration is still found, so the refusal lands in its request log.
  */
 export class Authenticator {
   constructor(
     private readonly cache: KeyCache,
     private readonly environment: Environment,
+    private readonly failures: AuthFailureLimiter,
   ) {}
 
   async authenticate(attempt: AuthAttempt): Promise<AuthResult> {
@@ -50,7 +57,7 @@ export class Authenticator {
       error,
     });
 
-    const grant = await this.liveGrant(attempt.apiKey, attempt.now);
+    const grant = await this.throttledGrant(attempt.apiKey, attempt.ip, attempt.now);
     if (grant instanceof AppError) return refuse(grant);
     const ownsAddress =
       integration !== undefined &&
@@ -60,6 +67,19 @@ export class Authenticator {
     if (!ownsAddress) return refuse(new AppError('insufficient_permissions'), grant);
     if (attempt.requireEnabled && !integration.enabled) return refuse(new AppError('integration_disabled'), grant);
     return { integration, keyId: grant.keyId, error: undefined };
+  }
+
+  /**
+   * liveGrant behind the per-address limit on failures: an address past it is refused (429)
+   * before its key is looked at, and every refused key counts against its address. The
+   * webhook addresses and /api/v1 share one limiter, so guesses cannot be spread over both.
+   */
+  async throttledGrant(apiKey: string | undefined, ip: string, now: number): Promise<KeyGrant | AppError> {
+    const wait = this.failures.retryAfterSeconds(ip);
+    if (wait > 0) return new AppError('auth_rate_limited', undefined, { retryAfterSeconds: wait });
+    const grant = await this.liveGrant(apiKey, now);
+    if (grant instanceof AppError) this.failures.recordFailure(ip);
+    return grant;
   }
 
   /**

@@ -18,6 +18,18 @@ export class RateLimiter {
     return this.secondsUntilToken(bucket, perMinute);
   }
 
+  /**
+   * What is left, for the RateLimit-* headers: whole requests that may be sent now, and the
+   * seconds until the bucket is full again.
+   */
+  quota(key: string, perMinute: number): { remaining: number; resetSeconds: number } {
+    const bucket = this.refilled(key, perMinute);
+    return {
+      remaining: Math.floor(bucket.tokens),
+      resetSeconds: Math.ceil(((perMinute - bucket.tokens) * 60_000) / perMinute / 1000),
+    };
+  }
+
   private refilled(key: string, perMinute: number) {
     const now = this.now();
     const bucket = this.buckets.get(key) ?? { tokens: perMinute, updatedAt: now };

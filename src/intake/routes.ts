@@ -15,6 +15,7 @@ import { keptHeaders } from './headers.js';
 import type { LastUsedTracker } from './last-used.js';
 import type { RateLimiter } from './rate-limit.js';
 import { readBody } from './read-body.js';
+import { parseOptionalTime } from '../domain/time.js';
 
 export interface IntakeDeps {
   store: Store;
@@ -62,7 +63,9 @@ export async function intakeRoutes(app: AppInstance, deps: IntakeDeps): Promise<
           description:
             'Authenticated by the integration key in X-API-Key. Answers 202 only after the webhook is durably committed. ' +
             'A repeated Idempotency-Key (or webhook-id) within 24 h answers 200 with the original uuid and Idempotent-Replayed: true; ' +
-            'the same key with another body is a 422. Errors, in order: 401/403 authentication, 403 disabled, 415, 413, 400, 422, 429, 503.',
+            'the same key with another body is a 422. Errors, in order: 429 for an address that sent too many missing or invalid keys ' +
+            '(auth_rate_limited), 401/403 authentication, 403 disabled, 415, 413, 400, 422, 429 over the rate limit, 503. ' +
+            'An integration with a rate limit answers with RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.',
           security: [{ apiKey: [] }],
           params: IntegrationParams,
           response: { 200: Accepted, 202: Accepted },
@@ -90,8 +93,8 @@ export async function intakeRoutes(app: AppInstance, deps: IntakeDeps): Promise<
           limit: query.limit + 1,
           cursor: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
           event: query.event,
-          since: query.since === undefined ? undefined : Date.parse(query.since),
-          until: query.until === undefined ? undefined : Date.parse(query.until),
+          since: parseOptionalTime(query.since, 'since'),
+          until: parseOptionalTime(query.until, 'until'),
         });
         const page = rows.slice(0, query.limit);
         const last = page[page.length - 1];
@@ -162,6 +165,7 @@ function authenticateFor(deps: IntakeDeps, scope: Scope, requireEnabled: boolean
         scope,
         requireEnabled,
         now: receivedAt,
+        ip: request.ip,
       })
       .catch((error: unknown) => {
         request.log.error({ err: error }, 'key lookup failed');
@@ -201,6 +205,13 @@ async function receiveWebhook(deps: IntakeDeps, request: FastifyRequest, reply: 
   const payload = parseWebhookBody(raw);
   if (integration.rateLimitPerMinute !== null) {
     const waitSeconds = deps.rateLimiter.take(integration.id, integration.rateLimitPerMinute);
+    // The IETF draft's headers, as /api/v1 sends them: on this answer whatever it is.
+    const quota = deps.rateLimiter.quota(integration.id, integration.rateLimitPerMinute);
+    reply.headers({
+      'ratelimit-limit': integration.rateLimitPerMinute,
+      'ratelimit-remaining': quota.remaining,
+      'ratelimit-reset': quota.resetSeconds,
+    });
     if (waitSeconds > 0) {
       throw new AppError('rate_limited', `This integration accepts ${integration.rateLimitPerMinute} webhooks a minute.`, {
         retryAfterSeconds: waitSeconds,

@@ -26,6 +26,7 @@ const ERROR_CODES: { code: string; label: string }[] = [
   { code: 'validation_failed', label: 'Validation failed (422)' },
   { code: 'idempotency_conflict', label: 'Idempotency key reused (422)' },
   { code: 'rate_limited', label: 'Rate limited (429)' },
+  { code: 'auth_rate_limited', label: 'Too many failed authentications (429)' },
   { code: 'service_unavailable', label: 'Service unavailable (503)' },
   { code: 'internal_error', label: 'Internal error (500)' },
 ];
