@@ -97,8 +97,9 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   app.setErrorHandler((error, request, reply) => renderError(toAppError(error as Error, request), request, reply));
   // U+0000 reaches no route: PostgreSQL's text cannot hold it, so it would be a database
   // error (a 500 or a 503) where the client deserves a 400.
-  app.addHook('onRequest', async (request) => {
-    if (NUL_IN_URL.test(request.url)) throw new AppError('invalid_request', 'The URL must not contain %00 (NUL).');
+  // A callback hook, not an async one: it runs on every request, intake's included.
+  app.addHook('onRequest', (request, _reply, done) => {
+    done(NUL_IN_URL.test(request.url) ? new AppError('invalid_request', 'The URL must not contain %00 (NUL).') : undefined);
   });
   const knownRoutes = trackRoutes(app);
   app.decorate('registeredRoutes', { getter: () => knownRoutes.list });
