@@ -33,6 +33,7 @@ const ON_BOTH_DATABASES = [
   'test/api/webhook-stream.test.ts',
   'test/api/isolation-matrix.test.ts',
   'test/intake-fuzz.test.ts',
+  'test/intake-fuzz-tcp.test.ts',
 ];
 
 const postgres = await probePostgres(TEST_POSTGRES_URL);
