@@ -70,6 +70,8 @@ export function SessionProvider({ children }: { children: ReactNode }) {
     if (state.status !== 'signed-in') return undefined;
     const { session } = state;
     const company = session.companies.find((c) => c.id === companyId) ?? session.companies[0];
+    // Set here, during render, not in an effect: the pages' own effects (their first
+    // requests) run before this provider's effects would, and must already name the company.
     connection.companyId = company?.id;
     const role = company?.role;
     return {
