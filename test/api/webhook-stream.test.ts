@@ -6,14 +6,14 @@ import { member, managementKey, type SignedIn } from '../support/api.js';
 let t: TestApp;
 let base: string;
 let tenant: TestTenant;
-let owner: SignedIn & { userId: string };
+let viewer: SignedIn & { userId: string };
 const streams: AbortController[] = [];
 
 beforeAll(async () => {
   t = await buildTestApp();
   base = await t.app.listen({ host: '127.0.0.1', port: 0 });
   tenant = await t.newTenant();
-  owner = await member(t, tenant.companyId, 'viewer');
+  viewer = await member(t, tenant.companyId, 'viewer');
 });
 afterAll(async () => {
   for (const stream of streams) stream.abort();
@@ -84,7 +84,7 @@ const send = (target: TestTenant, event: string) =>
 describe('the live tail', () => {
   test('sends each new webhook once, as the list shows it, and nothing from before it opened', async () => {
     await send(tenant, 'before.open');
-    const stream = await openStream('', owner.read);
+    const stream = await openStream('', viewer.read);
     expect(stream.response.status).toBe(200);
     expect(stream.response.headers.get('content-type')).toContain('text/event-stream');
     const sent = (await send(tenant, 'order.created')).json<{ uuid: string }>();
@@ -109,7 +109,7 @@ describe('the live tail', () => {
   test('keeps to its filters and to its company', async () => {
     const other = await t.newTenant({ companyId: tenant.companyId });
     const stranger = await t.newTenant();
-    const stream = await openStream(`?integration_id=${other.integrationId}&event=wanted`, owner.read);
+    const stream = await openStream(`?integration_id=${other.integrationId}&event=wanted`, viewer.read);
     await send(stranger, 'wanted');
     await send(tenant, 'wanted');
     await send(other, 'unwanted');
@@ -123,25 +123,25 @@ describe('the live tail', () => {
   test('resumes after the Last-Event-ID a reconnecting browser sends', async () => {
     const seen = (await send(tenant, 'seen')).json<{ uuid: string }>().uuid;
     const missed = (await send(tenant, 'missed')).json<{ uuid: string }>().uuid;
-    const stream = await openStream('', { ...owner.read, 'last-event-id': seen });
+    const stream = await openStream('', { ...viewer.read, 'last-event-id': seen });
     expect((await stream.next()).id).toBe(missed);
     stream.close();
   });
 
   test('a user of several companies names one with company_id; strangers and integration keys get nothing', async () => {
     const second = await t.newTenant();
-    const user = await t.store.findUserById(owner.userId);
+    const user = await t.store.findUserById(viewer.userId);
     await t.management.addMember(second.companyId, { email: user!.email, role: 'viewer' });
-    const unnamed = await openStream('', owner.read);
+    const unnamed = await openStream('', viewer.read);
     expect(unnamed.response.status).toBe(400);
-    const named = await openStream(`?company_id=${second.companyId}`, owner.read);
+    const named = await openStream(`?company_id=${second.companyId}`, viewer.read);
     expect(named.response.status).toBe(200);
     const uuid = (await send(second, 'second.company')).json<{ uuid: string }>().uuid;
     expect((await named.next()).id).toBe(uuid);
     named.close();
 
     const stranger = await t.newTenant();
-    expect((await openStream(`?company_id=${stranger.companyId}`, owner.read)).response.status).toBe(404);
+    expect((await openStream(`?company_id=${stranger.companyId}`, viewer.read)).response.status).toBe(404);
     expect((await openStream('', { 'x-api-key': tenant.apiKey })).response.status).toBe(403);
     const key = await openStream('', await managementKey(t, tenant.companyId, ['logs:read']));
     expect(key.response.status).toBe(200);

@@ -4,6 +4,7 @@ import { useApi, usePagedList } from '../api/use-api';
 import { ConfirmDialog, Field, FormDialog } from '../components/dialog';
 import { NewKeyDialog } from '../components/new-key-dialog';
 import { Badge, EmptyState, Loaded, Time, type Tone, numberFormat } from '../components/ui';
+import { ListFooter } from '../components/list-controls';
 import {
   type Integration,
   type IntegrationKey,
@@ -162,13 +163,7 @@ export function IntegrationKeys({ integration, manage }: { integration: Integrat
                 </tbody>
               </table>
             </div>
-            {keys.hasMore && (
-              <div className="list-footer">
-                <button type="button" className="button" onClick={keys.loadMore} disabled={keys.loadingMore}>
-                  {keys.loadingMore ? 'Loading…' : 'Load more'}
-                </button>
-              </div>
-            )}
+            <ListFooter list={keys} />
           </>
         )}
       </Loaded>

@@ -13,16 +13,9 @@ import {
   type CreatedIntegration,
   type Integration,
 } from './integration-shared';
+import { ListFooter } from '../components/list-controls';
+import type { UsageItem } from '../components/log-shared';
 import './integrations.css';
-
-interface UsageItem {
-  integration_id?: string;
-  accepted: number;
-  replayed: number;
-  rejected: number;
-  failed: number;
-  total: number;
-}
 
 /** Per integration: its requests of the last 24 hours by outcome. */
 type Counts = Map<string, { accepted: number; refused: number; total: number }>;
@@ -118,13 +111,7 @@ export function IntegrationsPage() {
                 </tbody>
               </table>
             </div>
-            {list.hasMore && (
-              <div className="list-footer">
-                <button type="button" className="button" onClick={list.loadMore} disabled={list.loadingMore}>
-                  {list.loadingMore ? 'Loading…' : 'Load more'}
-                </button>
-              </div>
-            )}
+            <ListFooter list={list} />
           </>
         )}
       </Loaded>
