@@ -11,7 +11,7 @@ import { openStore } from './store/open-store.js';
 export async function serve(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
-  const store = openStore(config.databaseUrl, { poolSize: config.databasePoolSize, log: logger });
+  const store = openStore(config.databaseUrl, { poolSize: config.databasePoolSize, log: logger, sqliteCommitThread: true });
   const applied = await store.migrate();
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   const app = await buildApp({ config, store, logger });

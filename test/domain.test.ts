@@ -12,6 +12,7 @@ import { AppError, type ErrorCode } from '../src/errors.js';
 import { GroupCommitWriter } from '../src/intake/group-commit.js';
 import { RateLimiter } from '../src/intake/rate-limit.js';
 import type { PendingWebhook, RequestLogEntry, Store } from '../src/store/store.js';
+import { pendingLog } from './support/webhooks.js';
 import { freshStore } from './helpers.js';
 import { seedKey } from './support/seed.js';
 
@@ -497,7 +498,7 @@ describe('GroupCommitWriter', () => {
       headers: '{}',
       sourceIp: '127.0.0.1',
       idempotencyKey: null,
-      logFor: (outcome) => logRow(seeded, 202, outcome.kind === 'conflict' ? null : outcome.uuid),
+      log: pendingLog(logRow(seeded, 202, null)),
     };
   }
 

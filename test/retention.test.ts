@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import { openStore } from '../src/store/open-store.js';
-import { DEFAULT_RETENTION_DAYS, type PendingWebhook, type RequestLogEntry, type Store } from '../src/store/store.js';
+import { DEFAULT_RETENTION_DAYS, requestLogOf, type PendingWebhook, type RequestLogEntry, type Store } from '../src/store/store.js';
 import { buildTestApp, waitFor } from './helpers.js';
 import { freshDatabase, testDialect, type TestDatabase } from './support/databases.js';
 import { DAY_MS, createCompany, createIntegration, createTenant, logRow, webhook, type Owner } from './support/webhooks.js';
@@ -21,7 +21,7 @@ async function logIds(store: Store, owner: Owner): Promise<string[]> {
 
 /** The request-log rows commitBatch writes for these webhooks (each is accepted: no idempotency keys). */
 function acceptedLogs(webhooks: PendingWebhook[]): RequestLogEntry[] {
-  return webhooks.map((w) => w.logFor({ kind: 'accepted', uuid: w.uuid, receivedAt: w.receivedAt }));
+  return webhooks.map((w) => requestLogOf(w.log, { kind: 'accepted', uuid: w.uuid, receivedAt: w.receivedAt }));
 }
 
 function sorted(values: string[]): string[] {

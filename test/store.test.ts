@@ -4,7 +4,6 @@ import { INTEGRATION_SCOPES, MANAGEMENT_SCOPES, issueApiKey, type Scope } from '
 import { newId, newIntegrationKey, newWebhookUuid } from '../src/domain/ids.js';
 import {
   IDEMPOTENCY_WINDOW_MS,
-  type CommitOutcome,
   type Integration,
   type NewApiKey,
   type PendingWebhook,
@@ -12,6 +11,7 @@ import {
   type Store,
 } from '../src/store/store.js';
 import { freshDatabase, testDialect } from './support/databases.js';
+import { pendingLog } from './support/webhooks.js';
 import { MIGRATION_NAMES } from '../src/store/migrations/index.js';
 
 /**
@@ -96,8 +96,6 @@ async function seedTenant(store: Store, name = 'Acme'): Promise<Tenant> {
   return createIntegration(store, await createCompany(store, name));
 }
 
-const STATUS_OF: Record<CommitOutcome['kind'], number> = { accepted: 202, replayed: 200, conflict: 422 };
-
 function logEntry(tenant: Tenant, overrides: Partial<RequestLogEntry> = {}): RequestLogEntry {
   return {
     id: newId('req'),
@@ -138,14 +136,7 @@ function pending(
     headers: JSON.stringify({ 'content-type': 'application/json', 'user-agent': 'sender/1.0' }),
     sourceIp: '198.51.100.4',
     idempotencyKey: options.idempotencyKey ?? null,
-    logFor: (outcome) =>
-      logEntry(tenant, {
-        receivedAt,
-        status: STATUS_OF[outcome.kind],
-        errorCode: outcome.kind === 'conflict' ? 'idempotency_conflict' : null,
-        keyId: tenant.keyId,
-        webhookUuid: outcome.kind === 'conflict' ? null : outcome.uuid,
-      }),
+    log: pendingLog(logEntry(tenant, { receivedAt, keyId: tenant.keyId })),
   };
 }
 

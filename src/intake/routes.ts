@@ -8,7 +8,15 @@ import { newId, newWebhookUuid } from '../domain/ids.js';
 import { isJsonContentType, parseWebhookBody, storedDocument } from '../domain/webhook-body.js';
 import { AppError } from '../errors.js';
 import type { AppInstance } from '../app.js';
-import type { CommitOutcome, IntegrationRoute, RequestLogEntry, StoredWebhook, Store } from '../store/store.js';
+import {
+  preciseNow,
+  STATUS_OF_OUTCOME,
+  type IntegrationRoute,
+  type PendingLogEntry,
+  type RequestLogEntry,
+  type StoredWebhook,
+  type Store,
+} from '../store/store.js';
 import type { Authenticator } from './authenticate.js';
 import type { GroupCommitWriter } from './group-commit.js';
 import { keptHeaders } from './headers.js';
@@ -231,17 +239,15 @@ async function receiveWebhook(deps: IntakeDeps, request: FastifyRequest, reply: 
     headers: keptHeaders(request.headers),
     sourceIp: request.ip,
     idempotencyKey,
-    logFor: (committed) => requestLogEntry(request, STATUS_OF[committed.kind], committed),
+    log: pendingLogEntry(request),
   });
   ctx.logged = true;
   if (outcome.kind === 'conflict') throw new AppError('idempotency_conflict');
   if (outcome.kind === 'replayed') reply.header('idempotent-replayed', 'true');
   return reply
-    .code(STATUS_OF[outcome.kind])
+    .code(STATUS_OF_OUTCOME[outcome.kind])
     .send({ uuid: outcome.uuid, received_at: new Date(outcome.receivedAt).toISOString() });
 }
-
-const STATUS_OF: Record<CommitOutcome['kind'], number> = { accepted: 202, replayed: 200, conflict: 422 };
 
 function idempotencyKeyOf(request: FastifyRequest): string | null {
   const header = request.headers['idempotency-key'] ?? request.headers['webhook-id'];
@@ -263,7 +269,8 @@ function listItem(webhook: StoredWebhook) {
   };
 }
 
-function requestLogEntry(request: FastifyRequest, status: number, outcome?: CommitOutcome): RequestLogEntry {
+/** The request-log row of a webhook on its way to the group commit, which adds its outcome. */
+function pendingLogEntry(request: FastifyRequest): PendingLogEntry {
   const ctx = context(request);
   const userAgent = request.headers['user-agent'];
   return {
@@ -272,14 +279,23 @@ function requestLogEntry(request: FastifyRequest, status: number, outcome?: Comm
     integrationId: ctx.integration!.id,
     receivedAt: ctx.receivedAt,
     method: request.method,
-    status,
-    errorCode: outcome?.kind === 'conflict' ? 'idempotency_conflict' : (request.errorCode ?? null),
     keyId: ctx.keyId,
     ip: request.ip,
     userAgent: userAgent === undefined ? null : userAgent.slice(0, MAX_USER_AGENT_LENGTH),
     sizeBytes: ctx.sizeBytes ?? (Number(request.headers['content-length']) || 0),
-    durationMs: Math.round((performance.now() - ctx.startedAt) * 1000) / 1000,
-    webhookUuid: outcome && outcome.kind !== 'conflict' ? outcome.uuid : null,
+    startedAt: performance.timeOrigin + ctx.startedAt,
+  };
+}
+
+/** The request-log row of a request answered without storing a webhook. */
+function requestLogEntry(request: FastifyRequest, status: number): RequestLogEntry {
+  const { startedAt, ...row } = pendingLogEntry(request);
+  return {
+    ...row,
+    status,
+    errorCode: request.errorCode ?? null,
+    webhookUuid: null,
+    durationMs: Math.round((preciseNow() - startedAt) * 1000) / 1000,
   };
 }
 

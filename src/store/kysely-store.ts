@@ -15,6 +15,7 @@ import type { AddMemberOutcome, CompanyChanges, Member, MemberChange } from './s
 import {
   DEFAULT_RETENTION_DAYS,
   IDEMPOTENCY_WINDOW_MS,
+  requestLogOf,
   type ApiKeyRecord,
   type AuditEvent,
   type AuditQuery,
@@ -229,7 +230,7 @@ export class KyselyStore implements Store {
       for (const chunk of chunks(accepted)) {
         await trx.insertInto('webhooks').values(chunk.map(webhookRow)).execute();
       }
-      const allLogs = [...logs, ...webhooks.map((w, i) => w.logFor(outcomes[i]!))];
+      const allLogs = [...logs, ...webhooks.map((w, i) => requestLogOf(w.log, outcomes[i]!))];
       for (const chunk of chunks(allLogs)) {
         await trx.insertInto('request_log').values(chunk.map(requestLogRow)).execute();
       }

@@ -10,12 +10,21 @@ export interface StoreOptions {
   log?: Logger;
   /** Sees every SQL statement the store runs (tests check query plans with it). */
   onQuery?: QueryObserver;
+  /**
+   * SQLite: commit intake batches on a worker thread (the server does; see
+   * SqliteCommitThread). PostgreSQL needs none: its commits already wait on a socket.
+   */
+  sqliteCommitThread?: boolean;
 }
-
 
 /** The store named by INTAKE_DATABASE_URL: `sqlite:PATH` or `postgres://…`. */
 export function openStore(databaseUrl: string, options: StoreOptions): Store {
-  if (databaseUrl.startsWith('sqlite:')) return openSqliteStore(databaseUrl.slice('sqlite:'.length), options.onQuery);
+  if (databaseUrl.startsWith('sqlite:')) {
+    return openSqliteStore(databaseUrl.slice('sqlite:'.length), {
+      onQuery: options.onQuery,
+      commitThread: options.sqliteCommitThread,
+    });
+  }
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) return openPostgresStore(databaseUrl, options);
   throw new Error(`unsupported database URL: ${databaseUrl.replace(/\/\/[^@]*@/, '//***@')}`);
 }

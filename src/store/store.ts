@@ -343,14 +343,46 @@ export interface PendingWebhook {
   headers: string;
   sourceIp: string;
   idempotencyKey: string | null;
-  /** The request-log row of this request, once its outcome is known inside the transaction. */
-  logFor(outcome: CommitOutcome): RequestLogEntry;
+  /** This request's request-log row, but for what the transaction decides (see requestLogOf). */
+  log: PendingLogEntry;
 }
 
 export type CommitOutcome =
   | { kind: 'accepted'; uuid: string; receivedAt: number }
   | { kind: 'replayed'; uuid: string; receivedAt: number }
   | { kind: 'conflict' };
+
+/**
+ * A webhook's request-log row before its transaction runs. Plain data, not a callback, so a
+ * batch can be handed to another thread (the SQLite commit thread) as it is.
+ */
+export type PendingLogEntry = Omit<RequestLogEntry, 'status' | 'errorCode' | 'webhookUuid' | 'durationMs'> & {
+  /** When the request arrived, in ms since the epoch (fractional): its duration runs to the commit. */
+  startedAt: number;
+};
+
+/** The status each outcome is answered with. */
+export const STATUS_OF_OUTCOME: Record<CommitOutcome['kind'], number> = { accepted: 202, replayed: 200, conflict: 422 };
+
+/** The request-log row of a webhook, once the transaction holding it knows its outcome. */
+export function requestLogOf(pending: PendingLogEntry, outcome: CommitOutcome, now = preciseNow()): RequestLogEntry {
+  const { startedAt, ...row } = pending;
+  return {
+    ...row,
+    status: STATUS_OF_OUTCOME[outcome.kind],
+    errorCode: outcome.kind === 'conflict' ? 'idempotency_conflict' : null,
+    webhookUuid: outcome.kind === 'conflict' ? null : outcome.uuid,
+    durationMs: Math.round(Math.max(0, now - startedAt) * 1000) / 1000,
+  };
+}
+
+/**
+ * Milliseconds since the epoch with sub-millisecond precision, comparable between threads
+ * (performance.now() alone counts from each thread's own start).
+ */
+export function preciseNow(): number {
+  return performance.timeOrigin + performance.now();
+}
 
 /** Repeats of an idempotency key older than this are new webhooks. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { INTEGRATION_SCOPES, issueApiKey } from '../../src/domain/api-key.js';
 import { newId, newIntegrationKey, newWebhookUuid } from '../../src/domain/ids.js';
-import type { PendingWebhook, RequestLogEntry, Store } from '../../src/store/store.js';
+import { preciseNow, type PendingLogEntry, type PendingWebhook, type RequestLogEntry, type Store } from '../../src/store/store.js';
 
 export const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -97,13 +97,12 @@ export function webhook(
     headers: JSON.stringify({ 'content-type': 'application/json' }),
     sourceIp: '198.51.100.4',
     idempotencyKey: options.idempotencyKey ?? null,
-    logFor: (outcome) => ({
-      ...logRow(owner, receivedAt),
-      id: logId,
-      status: outcome.kind === 'accepted' ? 202 : outcome.kind === 'replayed' ? 200 : 422,
-      errorCode: outcome.kind === 'conflict' ? 'idempotency_conflict' : null,
-      keyId: owner.keyId,
-      webhookUuid: outcome.kind === 'conflict' ? null : outcome.uuid,
-    }),
+    log: { ...pendingLog(logRow(owner, receivedAt)), id: logId, keyId: owner.keyId },
   };
+}
+
+/** A request-log row as the intake path hands it over with a webhook: its outcome still to be decided. */
+export function pendingLog(entry: RequestLogEntry): PendingLogEntry {
+  const { status: _status, errorCode: _errorCode, webhookUuid: _webhookUuid, durationMs: _durationMs, ...row } = entry;
+  return { ...row, startedAt: preciseNow() };
 }
