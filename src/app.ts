@@ -11,6 +11,7 @@ import { registerOpenApi } from './api/openapi.js';
 import type { Config } from './config.js';
 import { AppError, ERRORS, errorBody, type ErrorCode } from './errors.js';
 import { addSecurityHeaders, clientErrorHandler, hardenedServerFactory, securityHeaders } from './http-hardening.js';
+import { AdmissionGate } from './intake/admission.js';
 import { AuthFailureLimiter } from './intake/auth-failures.js';
 import { Authenticator } from './intake/authenticate.js';
 import { GroupCommitWriter } from './intake/group-commit.js';
@@ -91,6 +92,10 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   lastUsed.start();
   const retention = new RetentionJob(store, config.retentionIntervalMs, logger);
   retention.start();
+  const admission = new AdmissionGate(config.maxEventLoopLagMs, {
+    maxWaitMs: config.maxQueueWaitMs,
+    waitMs: (now) => writer.oldestWaitMs(now),
+  });
 
   app.decorateRequest('errorCode', undefined);
   app.addHook('onSend', securityHeaders);
@@ -118,7 +123,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   await registerOpenApi(app, config.baseUrl);
 
   const counters = { unknownIntegrationRequests: 0 };
-  await app.register(healthRoutes, { store, writer, counters });
+  await app.register(healthRoutes, { store, writer, counters, admission });
   await app.register(panelRoutes);
   const authenticator = new Authenticator(
     keyCache,
@@ -129,18 +134,33 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     async (scope) => apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, lastUsed, sessions: new Sessions(store) }),
     { prefix: '/api/v1' },
   );
-  await app.register(async (scope) =>
-    intakeRoutes(scope as AppInstance, {
+  await app.register(async (scope) => {
+    // The webhook addresses only, before authentication and before the body is read, so a
+    // refusal costs next to nothing; health, metrics, /api/v1 and the panel stay answered.
+    // A callback hook, not an async one, like the one above. Nothing was authenticated, so
+    // no request-log row: the refusal is counted (admission.shed, in /metrics).
+    scope.addHook('onRequest', (_request, _reply, done) => {
+      done(
+        admission.admit()
+          ? undefined
+          : new AppError('service_unavailable', 'The service is overloaded; retry later.', { retryAfterSeconds: 1 }),
+      );
+    });
+    await intakeRoutes(scope as AppInstance, {
       store,
       authenticator,
       writer,
       rateLimiter: new RateLimiter(),
       lastUsed,
       counters,
-    }),
-  );
+    });
+  });
 
+  // Loading the routes and compiling their schemas is one long turn of the loop that is not
+  // overload: the gate watches the loop once the app is ready.
+  app.addHook('onReady', async () => admission.start());
   app.addHook('onClose', async () => {
+    admission.stop();
     keyCache.stop();
     await retention.stop();
     await writer.drain();

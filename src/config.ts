@@ -23,6 +23,17 @@ const ConfigSchema = Type.Object({
   INTAKE_WRITE_QUEUE_MAX: Type.Integer({ minimum: 1, default: 10000 }),
   /** Raw bytes waiting for their group commit; bounds memory whatever the body sizes. */
   INTAKE_WRITE_QUEUE_MAX_BYTES: Type.Integer({ minimum: 1024, default: 64 * 1024 * 1024 }),
+  /**
+   * How long the event loop may go without turning before the webhook addresses answer 503
+   * (see src/intake/admission.ts); the write queue alone never fills when the CPU is the
+   * limit. 0 turns it off.
+   */
+  INTAKE_MAX_EVENT_LOOP_LAG_MS: Type.Integer({ minimum: 0, maximum: 60_000, default: 250 }),
+  /**
+   * How long the oldest webhook may wait for its commit before the webhook addresses answer
+   * 503 (the bound for when the database, not the CPU, is the limit). 0 turns it off.
+   */
+  INTAKE_MAX_QUEUE_WAIT_MS: Type.Integer({ minimum: 0, maximum: 60_000, default: 500 }),
   /** How often each node purges what is past retention, in seconds. */
   INTAKE_RETENTION_INTERVAL_SECONDS: Type.Integer({ minimum: 1, maximum: 86400, default: 600 }),
   /** Body limit of a new integration, in bytes (each integration may change its own). */
@@ -65,6 +76,10 @@ export interface Config {
   trustProxy: boolean | string[];
   writeQueueMax: number;
   writeQueueMaxBytes: number;
+  /** 0: no bound on the event loop's lag. */
+  maxEventLoopLagMs: number;
+  /** 0: no bound on the write queue's wait. */
+  maxQueueWaitMs: number;
   defaultBodyLimit: number;
   retentionIntervalMs: number;
   /** 0: no limit. */
@@ -108,6 +123,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: parseTrustProxy(raw.INTAKE_TRUST_PROXY),
     writeQueueMax: raw.INTAKE_WRITE_QUEUE_MAX,
     writeQueueMaxBytes: raw.INTAKE_WRITE_QUEUE_MAX_BYTES,
+    maxEventLoopLagMs: raw.INTAKE_MAX_EVENT_LOOP_LAG_MS,
+    maxQueueWaitMs: raw.INTAKE_MAX_QUEUE_WAIT_MS,
     defaultBodyLimit: raw.INTAKE_DEFAULT_BODY_LIMIT,
     retentionIntervalMs: raw.INTAKE_RETENTION_INTERVAL_SECONDS * 1000,
     authFailureLimit: raw.INTAKE_AUTH_FAILURE_LIMIT,

@@ -10,12 +10,19 @@ export interface GroupCommitOptions {
   maxQueuedBytes: number;
   /** Webhooks in one transaction at most. */
   maxBatch?: number;
+  /**
+   * Groups being written at once at most. Two keep the database busy: the next group is
+   * ready when the last one commits instead of being sent only after its answers.
+   */
+  maxInFlight?: number;
   /** Seconds a refused sender is told to wait. */
   retryAfterSeconds?: number;
 }
 
 interface Waiting {
   webhook: PendingWebhook;
+  /** performance.now() when it was queued. */
+  queuedAt: number;
   resolve(outcome: CommitOutcome): void;
   reject(error: unknown): void;
 }
@@ -27,7 +34,9 @@ const MAX_QUEUED_LOGS = 20_000;
  * Group commit: webhooks that arrive while a transaction is being written wait together and
  * go to the database in the next one, and each request is answered only after the
  * transaction that holds it has committed. One fsync serves the whole group, so throughput
- * grows with load while every 202 stays durable.
+ * grows with load while every 202 stays durable. Two groups may be in flight: while one
+ * commits, the next is already with the store, so the database never waits for the event
+ * loop to hand it work (on PostgreSQL they run on two connections).
  *
  * The queue is bounded in count and bytes: when it is full, submit() throws a 503 at once
  * instead of letting memory grow. A failed transaction fails every request in it with a
@@ -46,10 +55,12 @@ export class GroupCommitWriter {
   private held: RequestLogEntry[] = [];
   private retryTimer: NodeJS.Timeout | undefined;
   private retryDue = false;
-  private writing = false;
+  /** Groups sent to the store and not yet committed or failed. */
+  private inFlight = 0;
   private scheduled = false;
   private idle: Array<() => void> = [];
   private readonly maxBatch: number;
+  private readonly maxInFlight: number;
   private readonly retryAfterSeconds: number;
   /** Request-log rows dropped because the database fell behind or failed (exposed for operators). */
   droppedLogs = 0;
@@ -62,6 +73,7 @@ export class GroupCommitWriter {
     private readonly log: Logger,
   ) {
     this.maxBatch = options.maxBatch ?? 500;
+    this.maxInFlight = options.maxInFlight ?? 2;
     this.retryAfterSeconds = options.retryAfterSeconds ?? 1;
   }
 
@@ -74,7 +86,7 @@ export class GroupCommitWriter {
       });
     }
     return new Promise<CommitOutcome>((resolve, reject) => {
-      this.queue.push({ webhook, resolve, reject });
+      this.queue.push({ webhook, queuedAt: performance.now(), resolve, reject });
       this.queuedBytes += size;
       this.schedule();
     });
@@ -94,6 +106,12 @@ export class GroupCommitWriter {
     return this.queue.length;
   }
 
+  /** How long the oldest webhook not yet sent to the store has waited, in ms (0 when none). */
+  oldestWaitMs(now = performance.now()): number {
+    const oldest = this.queue[0];
+    return oldest === undefined ? 0 : now - oldest.queuedAt;
+  }
+
   /**
    * Resolves when everything queued so far has been written and held rows have been tried
    * once more (graceful shutdown); held rows that still fail wait for the next write.
@@ -103,7 +121,7 @@ export class GroupCommitWriter {
       this.retryDue = true;
       this.schedule();
     }
-    if (this.writing || this.scheduled || this.queue.length > 0 || this.logs.length > 0) {
+    if (this.inFlight > 0 || this.scheduled || this.queue.length > 0 || this.logs.length > 0) {
       await new Promise<void>((resolve) => this.idle.push(resolve));
     }
     clearTimeout(this.retryTimer);
@@ -111,30 +129,46 @@ export class GroupCommitWriter {
   }
 
   private schedule(): void {
-    if (this.writing || this.scheduled) return;
+    if (this.scheduled) return;
     this.scheduled = true;
     // setImmediate, not a timer: requests already read in this turn of the event loop
     // join the group, and an idle server adds no delay.
-    setImmediate(() => void this.writeGroups());
+    setImmediate(() => {
+      this.scheduled = false;
+      this.startGroups();
+    });
   }
 
-  private async writeGroups(): Promise<void> {
-    this.scheduled = false;
-    this.writing = true;
-    while (this.retryDue || this.queue.length > 0 || this.logs.length > 0) {
+  /**
+   * Sends groups while fewer than maxInFlight are being written. Held rows are retried
+   * alone, with nothing else in flight, so their outcome says whether the database works.
+   */
+  private startGroups(): void {
+    while (this.inFlight < this.maxInFlight) {
       if (this.retryDue) {
+        if (this.inFlight > 0) return;
         this.retryDue = false;
-        await this.retryHeld();
-        continue;
+        this.track(this.retryHeld());
+        return;
       }
+      if (this.queue.length === 0 && this.logs.length === 0) break;
       const group = this.queue.splice(0, this.maxBatch);
       const logs = this.logs.splice(0, this.logs.length);
       for (const waiting of group) this.queuedBytes -= waiting.webhook.rawBody.length;
-      await this.writeGroup(group, logs);
+      this.track(this.writeGroup(group, logs));
     }
-    this.writing = false;
+    if (this.inFlight > 0) return;
     if (this.held.length > 0) this.retryLater();
     for (const resolve of this.idle.splice(0)) resolve();
+  }
+
+  /** Counts a write in flight; when it ends, whatever queued meanwhile is sent at once. */
+  private track(write: Promise<void>): void {
+    this.inFlight++;
+    void write.finally(() => {
+      this.inFlight--;
+      this.startGroups();
+    });
   }
 
   private retryLater(): void {

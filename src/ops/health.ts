@@ -1,4 +1,5 @@
 import type { AppInstance } from '../app.js';
+import type { AdmissionGate } from '../intake/admission.js';
 import type { GroupCommitWriter } from '../intake/group-commit.js';
 import type { Store } from '../store/store.js';
 
@@ -6,6 +7,7 @@ export interface HealthDeps {
   store: Store;
   writer: GroupCommitWriter;
   counters: { unknownIntegrationRequests: number };
+  admission: AdmissionGate;
 }
 
 /** Liveness, readiness and a few counters, for load balancers and monitoring. */
@@ -49,6 +51,9 @@ export async function healthRoutes(app: AppInstance, deps: HealthDeps): Promise<
         '# HELP intake_unknown_integration_requests_total Requests to addresses that name no integration (not stored).',
         '# TYPE intake_unknown_integration_requests_total counter',
         `intake_unknown_integration_requests_total ${deps.counters.unknownIntegrationRequests}`,
+        '# HELP intake_requests_shed_total Requests to webhook addresses refused with 503 because the event loop lagged or the write queue was slow (not stored, not logged).',
+        '# TYPE intake_requests_shed_total counter',
+        `intake_requests_shed_total ${deps.admission.shed}`,
         '# HELP intake_request_log_dropped_total Request-log rows of rejected requests dropped while the database fell behind.',
         '# TYPE intake_request_log_dropped_total counter',
         `intake_request_log_dropped_total ${deps.writer.droppedLogs}`,

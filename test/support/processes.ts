@@ -323,6 +323,9 @@ export function serverEnvFor(port: number, databaseUrl: string, extra: Record<st
     HOST: LOOPBACK,
     INTAKE_DATABASE_URL: databaseUrl,
     INTAKE_BASE_URL: `http://${LOOPBACK}:${port}`,
+    // The admission gate is off unless a test turns it on, as in buildTestApp (test/helpers.ts).
+    INTAKE_MAX_EVENT_LOOP_LAG_MS: '0',
+    INTAKE_MAX_QUEUE_WAIT_MS: '0',
     ...extra,
   };
 }

@@ -1,0 +1,311 @@
+import net from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { AdmissionGate } from '../src/intake/admission.js';
+import { buildTestApp, sendWebhook, waitFor, type TestApp, type TestTenant } from './helpers.js';
+
+/** Holds the event loop in one turn, as a burst of requests does under overload. */
+function blockLoop(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // busy: no timer can run
+  }
+}
+
+/** Lets the loop turn, so the gate's timer records it. */
+function letLoopTurn(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 30));
+}
+
+describe('AdmissionGate', () => {
+  const gates: AdmissionGate[] = [];
+  function startedGate(maxLagMs: number): AdmissionGate {
+    const gate = new AdmissionGate(maxLagMs);
+    gate.start();
+    gates.push(gate);
+    return gate;
+  }
+  afterEach(() => {
+    for (const gate of gates.splice(0)) gate.stop();
+  });
+
+  test('is overloaded while one turn of the loop runs past the bound, and not once the loop turns', async () => {
+    const gate = startedGate(50);
+    await letLoopTurn();
+    expect(gate.overloaded()).toBe(false);
+    blockLoop(150);
+    expect(gate.overloaded()).toBe(true);
+    await letLoopTurn();
+    expect(gate.overloaded()).toBe(false);
+  });
+
+  test('admit() refuses while overloaded and counts each refusal', async () => {
+    const gate = startedGate(50);
+    await letLoopTurn();
+    expect(gate.admit()).toBe(true);
+    blockLoop(150);
+    expect([gate.admit(), gate.admit()]).toEqual([false, false]);
+    expect(gate.shed).toBe(2);
+    await letLoopTurn();
+    expect(gate.admit()).toBe(true);
+    expect(gate.shed).toBe(2);
+  });
+
+  test('a turn shorter than the bound is not overload', async () => {
+    const gate = startedGate(200);
+    await letLoopTurn();
+    blockLoop(100);
+    expect(gate.overloaded()).toBe(false);
+  });
+
+  test('is overloaded while the oldest webhook in the write queue has waited past its bound', () => {
+    let waitedMs = 0;
+    const gate = new AdmissionGate(0, { maxWaitMs: 100, waitMs: () => waitedMs });
+    expect(gate.admit()).toBe(true);
+    waitedMs = 101;
+    expect(gate.admit()).toBe(false);
+    waitedMs = 100;
+    expect(gate.admit()).toBe(true);
+    expect(gate.shed).toBe(1);
+    const unbounded = new AdmissionGate(0, { maxWaitMs: 0, waitMs: () => 60_000 });
+    expect(unbounded.overloaded()).toBe(false);
+  });
+
+  test('0 turns the gate off, and a stopped gate admits', async () => {
+    const off = startedGate(0);
+    const stopped = startedGate(50);
+    stopped.stop();
+    blockLoop(150);
+    expect(off.overloaded()).toBe(false);
+    expect(stopped.overloaded()).toBe(false);
+    expect(off.admit()).toBe(true);
+    expect(off.shed).toBe(0);
+  });
+});
+
+describe('INTAKE_MAX_EVENT_LOOP_LAG_MS', () => {
+  test('defaults to 250 ms; 0 is allowed and turns the gate off', () => {
+    expect(loadConfig({}).maxEventLoopLagMs).toBe(250);
+    expect(loadConfig({ INTAKE_MAX_EVENT_LOOP_LAG_MS: '0' }).maxEventLoopLagMs).toBe(0);
+    expect(loadConfig({ INTAKE_MAX_EVENT_LOOP_LAG_MS: '1000' }).maxEventLoopLagMs).toBe(1000);
+  });
+
+  test('the write queue\'s bound defaults to 500 ms; 0 turns it off', () => {
+    expect(loadConfig({}).maxQueueWaitMs).toBe(500);
+    expect(loadConfig({ INTAKE_MAX_QUEUE_WAIT_MS: '0' }).maxQueueWaitMs).toBe(0);
+    expect(() => loadConfig({ INTAKE_MAX_QUEUE_WAIT_MS: '-1' })).toThrow(ConfigError);
+  });
+
+  test.each(['-1', '2.5', 'soon', '60001'])('%s stops the start with one line naming the variable', (value) => {
+    let error: unknown;
+    try {
+      loadConfig({ INTAKE_MAX_EVENT_LOOP_LAG_MS: value });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems).toEqual([expect.stringMatching(/^INTAKE_MAX_EVENT_LOOP_LAG_MS=/)]);
+  });
+});
+
+describe('the admission gate in the app', () => {
+  let t: TestApp;
+  let tenant: TestTenant;
+  beforeAll(async () => {
+    t = await buildTestApp({ INTAKE_MAX_EVENT_LOOP_LAG_MS: '50' });
+    tenant = await t.newTenant();
+  });
+  afterAll(() => t.close());
+
+  const send = () => sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey });
+
+  async function storedUuids(): Promise<string[]> {
+    const response = await t.app.inject({
+      method: 'GET',
+      url: `/api/webhooks/${tenant.integrationKey}?limit=200`,
+      headers: { 'x-api-key': tenant.apiKey },
+    });
+    expect(response.statusCode).toBe(200);
+    return (response.json() as { data: Array<{ uuid: string }> }).data.map((item) => item.uuid).sort();
+  }
+
+  /**
+   * The statuses of the tenant's webhook POSTs in the request log once the writer has caught up: a last rejected request (no key)
+   * is logged after every row before it, so once its row is in, so are theirs.
+   */
+  async function settledLogStatuses(): Promise<number[]> {
+    const sentinel = await sendWebhook(t.app, tenant.integrationKey, { headers: { 'user-agent': 'sentinel' } });
+    expect(sentinel.statusCode).toBe(401);
+    const rows = await waitFor(async () => {
+      const found = await t.store.listRequestLog(tenant.companyId, tenant.integrationId, 1000);
+      return found.some((row) => row.userAgent === 'sentinel') ? found : undefined;
+    }, 'the request log to catch up');
+    return rows.filter((row) => row.method === 'POST' && row.userAgent !== 'sentinel').map((row) => row.status);
+  }
+
+  async function shedTotal(): Promise<number> {
+    const metrics = await t.app.inject({ method: 'GET', url: '/metrics' });
+    const line = /^intake_requests_shed_total (\d+)$/m.exec(metrics.body);
+    expect(line, metrics.body).not.toBeNull();
+    return Number(line![1]);
+  }
+
+  test('a webhook arriving in a turn past the bound gets 503 with Retry-After, is not stored or logged, and is counted', async () => {
+    // The first request after start is let in: loading the app is one long turn that the
+    // gate does not count. It also warms the key cache before the loop is blocked.
+    const first = await send();
+    expect(first.statusCode).toBe(202);
+    expect(await shedTotal()).toBe(0);
+    await letLoopTurn();
+
+    // Both injections are dispatched on process.nextTick, which runs after this block and
+    // before the next timers phase: the gate's timer cannot record a turn in between.
+    blockLoop(150);
+    const [refused, health] = await Promise.all([send(), t.app.inject({ method: 'GET', url: '/healthz' })]);
+
+    expect(refused.statusCode).toBe(503);
+    expect(refused.headers['content-type']).toMatch(/^application\/json/);
+    expect(refused.headers['retry-after']).toBe('1');
+    expect(refused.json()).toMatchObject({
+      error: 'Service unavailable',
+      code: 'service_unavailable',
+      message: 'The service is overloaded; retry later.',
+    });
+    expect(health.statusCode).toBe(200);
+
+    await letLoopTurn();
+    const again = await send();
+    expect(again.statusCode).toBe(202);
+
+    const accepted = [first.json<{ uuid: string }>().uuid, again.json<{ uuid: string }>().uuid].sort();
+    expect(await storedUuids()).toEqual(accepted);
+    expect(await settledLogStatuses()).toEqual([202, 202]);
+    expect(await shedTotal()).toBe(1);
+  });
+
+  test('health, readiness, metrics and /api/v1 are never refused', async () => {
+    const before = await shedTotal();
+    await letLoopTurn();
+    blockLoop(150);
+    const answers = await Promise.all([
+      t.app.inject({ method: 'GET', url: '/healthz' }),
+      t.app.inject({ method: 'GET', url: '/readyz' }),
+      t.app.inject({ method: 'GET', url: '/metrics' }),
+      t.app.inject({ method: 'GET', url: '/api/v1/integrations' }),
+    ]);
+    expect(answers.map((answer) => answer.statusCode)).toEqual([200, 200, 200, 401]);
+    expect(await shedTotal()).toBe(before);
+  });
+});
+
+describe('the admission gate over TCP', () => {
+  /** The status line and the Retry-After of the next answer on a keep-alive connection. */
+  function nextAnswer(socket: net.Socket): Promise<string> {
+    socket.removeAllListeners('data');
+    return new Promise((resolve) => {
+      let received = '';
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.toString('latin1');
+        const head = /^HTTP\/1\.1 (\d+)[^\r]*\r\n([\s\S]*?)\r\n\r\n/.exec(received);
+        if (head) resolve(`${head[1]} retry-after=${/^retry-after: (.*)$/im.exec(head[2]!)?.[1]?.trim() ?? '-'}`);
+      });
+    });
+  }
+
+  function connect(port: number): Promise<net.Socket> {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(port, '127.0.0.1', () => resolve(socket)).once('error', reject);
+    });
+  }
+
+  test('requests read in a turn that has run past the bound get 503, and their connections go on', async () => {
+    const t = await buildTestApp({ INTAKE_MAX_EVENT_LOOP_LAG_MS: '50' });
+    const sockets: net.Socket[] = [];
+    try {
+      const tenant = await t.newTenant();
+      // What makes one turn long under overload is the work for the requests read before;
+      // here one request does it alone.
+      t.app.post('/slow', async () => {
+        blockLoop(150);
+        return {};
+      });
+      await t.app.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = t.app.server.address() as net.AddressInfo;
+      const body = JSON.stringify({ event: 'e', data: { pad: 'x'.repeat(7000) } });
+      const webhook =
+        `POST /api/webhooks/${tenant.integrationKey} HTTP/1.1\r\nhost: intake\r\ncontent-type: application/json\r\n` +
+        `x-api-key: ${tenant.apiKey}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+      const slow = await connect(port);
+      const senders = await Promise.all(Array.from({ length: 5 }, () => connect(port)));
+      sockets.push(slow, ...senders);
+      await letLoopTurn();
+
+      // Written in one go, so the server reads them all in one turn, the slow one first.
+      const slowAnswer = nextAnswer(slow);
+      const refusals = senders.map(nextAnswer);
+      slow.write('POST /slow HTTP/1.1\r\nhost: intake\r\ncontent-length: 0\r\n\r\n');
+      for (const sender of senders) sender.write(webhook);
+      expect(await slowAnswer).toBe('200 retry-after=-');
+      expect(await Promise.all(refusals)).toEqual(senders.map(() => '503 retry-after=1'));
+
+      // The refused bodies were skipped, not left in the way of the next request.
+      await letLoopTurn();
+      const accepted = senders.map(nextAnswer);
+      for (const sender of senders) sender.write(webhook);
+      expect(await Promise.all(accepted)).toEqual(senders.map(() => '202 retry-after=-'));
+      const metrics = await t.app.inject({ method: 'GET', url: '/metrics' });
+      expect(metrics.body).toMatch(/^intake_requests_shed_total 5$/m);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await t.close();
+    }
+  });
+});
+
+describe('the write-queue bound in the app', () => {
+  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  test('while the oldest queued webhook has waited past the bound, webhooks get 503; once the queue moves, 202', async () => {
+    const t = await buildTestApp({ INTAKE_MAX_QUEUE_WAIT_MS: '50' });
+    try {
+      const tenant = await t.newTenant();
+      const send = () => sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey });
+      expect((await send()).statusCode).toBe(202);
+      // The database stalls: every commit waits until released.
+      let release: () => void = () => {};
+      const stalled = new Promise<void>((resolve) => (release = resolve));
+      const commit = t.store.commitBatch.bind(t.store);
+      vi.spyOn(t.store, 'commitBatch').mockImplementation(async (webhooks, logs) => {
+        await stalled;
+        return commit(webhooks, logs);
+      });
+
+      // Two groups go to the store (the most in flight), the third waits in the queue.
+      const queued = [send()];
+      await pause(20);
+      queued.push(send());
+      await pause(20);
+      queued.push(send());
+      await pause(100);
+      const refused = await send();
+
+      expect(refused.statusCode).toBe(503);
+      expect(refused.headers['retry-after']).toBe('1');
+      expect(refused.json()).toMatchObject({ code: 'service_unavailable' });
+      release();
+      expect((await Promise.all(queued)).map((answer) => answer.statusCode)).toEqual([202, 202, 202]);
+      expect((await send()).statusCode).toBe(202);
+      const listed = await t.app.inject({
+        method: 'GET',
+        url: `/api/webhooks/${tenant.integrationKey}?limit=200`,
+        headers: { 'x-api-key': tenant.apiKey },
+      });
+      expect(listed.json<{ data: unknown[] }>().data).toHaveLength(5);
+      const metrics = await t.app.inject({ method: 'GET', url: '/metrics' });
+      expect(metrics.body).toMatch(/^intake_requests_shed_total 1$/m);
+    } finally {
+      vi.restoreAllMocks();
+      await t.close();
+    }
+  });
+});
