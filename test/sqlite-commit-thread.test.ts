@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { openStore } from '../src/store/open-store.js';
 import type { Store } from '../src/store/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
-import { createTenant, webhook, type Owner } from './support/webhooks.js';
+import { DAY_MS, createTenant, webhook, type Owner } from './support/webhooks.js';
 
 // The server commits SQLite batches on a worker thread (src/store/sqlite/commit-thread.ts);
 // the store suite runs commitBatch on the event loop. These tests hold the thread to the
@@ -67,6 +67,23 @@ describe('SQLite commit thread', () => {
       [202, null],
       [422, 'idempotency_conflict'],
     ]);
+  });
+
+  test('the write-behind of last use and the retention purge run on the thread too', async () => {
+    const usedAt = Date.now();
+    await threaded.recordKeyUsage([{ companyId: owner.companyId, keyId: owner.keyId, at: usedAt, ip: '192.0.2.7' }]);
+    const [key] = await threaded.listApiKeys(owner.companyId, owner.integrationId);
+    expect(key).toMatchObject({ lastUsedAt: usedAt });
+
+    const old = webhook(owner, Date.now() - 40 * DAY_MS);
+    await threaded.commitBatch([old], []);
+    const report = await threaded.purgeExpired(Date.now());
+    expect(report.webhooks).toBe(1);
+    expect(await threaded.getWebhook(owner.companyId, owner.integrationId, old.uuid)).toBeUndefined();
+
+    // Only reads ran on the main connection: a write there would stop the event loop while
+    // it waits for the thread's lock.
+    expect(onMainConnection.filter((q) => /^(insert|update|delete)/i.test(q.sql))).toEqual([]);
   });
 
   test('a batch the database refuses fails with its error code, and the thread goes on', async () => {

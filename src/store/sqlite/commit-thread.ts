@@ -1,29 +1,33 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { CommitOutcome, PendingWebhook, RequestLogEntry } from '../store.js';
-import type { CommitReply, CommitRequest } from './commit-worker.js';
+import type { CommitOutcome, KeyUsage, PendingWebhook, PurgeReport, RequestLogEntry, Store } from '../store.js';
+import type { ThreadWrite, WriteReply, WriteRequest } from './commit-worker.js';
 
 interface InFlight {
-  resolve(outcomes: CommitOutcome[]): void;
+  resolve(result: unknown): void;
   reject(error: Error): void;
 }
 
 /**
- * Runs the intake's group commits on a worker thread with a connection of its own.
+ * Runs the intake's writes on a worker thread with a connection of its own: the group
+ * commits, the write-behind of keys' last use and the retention purge.
  *
- * better-sqlite3 is synchronous: on the event loop, each batch's inserts and its commit's
- * fsync stop the server from reading, parsing and answering anything else (41 % of the
- * server's time under load, and the wait for the disk on top). On its own thread a batch
- * commits while the next one is read. Each request is still answered only after the
- * commit holding it has returned.
+ * better-sqlite3 is synchronous: on the event loop, each batch's inserts, its commit's
+ * fsync and every WAL checkpoint stop the server from reading, parsing and answering
+ * anything else. On its own thread a batch commits while the next one is read. Each
+ * request is still answered only after the commit holding it has returned.
  *
- * Reads and the API's writes stay on the main connection: WAL lets readers run beside the
- * thread, and writers on either side begin IMMEDIATE and wait for each other (busy_timeout).
+ * All of intake's writes go there, not only the commits: a write on the main connection
+ * must wait for the thread's lock, and SQLite waits by sleeping (in steps of up to 100 ms),
+ * which on the main thread stops the event loop. Reads stay on the main connection (WAL
+ * lets them run beside the thread), as do the API's own rare changes, which wait for the
+ * lock like any writer (busy_timeout; both sides begin IMMEDIATE).
  *
- * The thread starts with the first batch, so a CLI command never starts one, and keeps the
- * process alive only while a batch is in flight. If it dies, the batches in flight fail
- * (their senders got no 202 and retry) and the next batch starts a new thread.
+ * The thread starts with the first call (the server pings it once migrations have run, so
+ * the first webhooks do not wait 100-200 ms for it to load) and keeps the process alive
+ * only while a call is in flight. If it dies, the writes in flight fail
+ * (their senders got no 202 and retry) and the next write starts a new thread.
  */
 export class SqliteCommitThread {
   private worker: Worker | undefined;
@@ -33,17 +37,34 @@ export class SqliteCommitThread {
   constructor(private readonly path: string) {}
 
   commitBatch(webhooks: PendingWebhook[], logs: RequestLogEntry[]): Promise<CommitOutcome[]> {
+    return this.send('commitBatch', [webhooks.map(withOwnBody), logs]) as Promise<CommitOutcome[]>;
+  }
+
+  recordKeyUsage(usages: KeyUsage[]): Promise<void> {
+    return this.send('recordKeyUsage', [usages]) as Promise<void>;
+  }
+
+  purgeExpired(now: number): Promise<PurgeReport> {
+    return this.send('purgeExpired', [now]) as Promise<PurgeReport>;
+  }
+
+  /** Resolves when the thread's connection answers a query (starting the thread if need be). */
+  ping(): Promise<void> {
+    return this.send('ping', []) as Promise<void>;
+  }
+
+  private send<M extends ThreadWrite>(method: M, args: Parameters<Store[M]>): Promise<unknown> {
     const worker = this.worker ?? this.start();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.inFlight.set(id, { resolve, reject });
       worker.ref();
-      const request: CommitRequest = { id, webhooks: webhooks.map(withOwnBody), logs };
+      const request: WriteRequest<M> = { id, method, args };
       worker.postMessage(request);
     });
   }
 
-  /** Stops the thread; batches still in flight fail. */
+  /** Stops the thread; writes still in flight fail. */
   async close(): Promise<void> {
     const worker = this.worker;
     this.worker = undefined;
@@ -53,19 +74,19 @@ export class SqliteCommitThread {
   private start(): Worker {
     const worker = new Worker(workerScript(), { workerData: { path: this.path } });
     worker.unref();
-    worker.on('message', (reply: CommitReply) => this.settle(worker, reply));
+    worker.on('message', (reply: WriteReply) => this.settle(worker, reply));
     worker.on('error', (error) => this.failAll(worker, error));
     worker.on('exit', (code) => this.failAll(worker, new Error(`the SQLite commit thread stopped (exit code ${code})`)));
     this.worker = worker;
     return worker;
   }
 
-  private settle(worker: Worker, reply: CommitReply): void {
+  private settle(worker: Worker, reply: WriteReply): void {
     const waiting = this.inFlight.get(reply.id);
     if (!waiting) return;
     this.inFlight.delete(reply.id);
     if (this.inFlight.size === 0) worker.unref();
-    if ('outcomes' in reply) waiting.resolve(reply.outcomes);
+    if ('result' in reply) waiting.resolve(reply.result);
     else waiting.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
   }
 

@@ -1,37 +1,55 @@
 /**
  * The SQLite commit thread's body (see commit-thread.ts): it opens its own connection to
- * the database file and runs each batch it is sent through the store's own commitBatch, so
- * the transaction is the same code as on the event loop; only the thread differs.
+ * the database file and runs each write it is sent through the store's own method, so the
+ * transaction is the same code as on the event loop; only the thread differs.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import type { CommitOutcome, PendingWebhook, RequestLogEntry } from '../store.js';
+import type { Store } from '../store.js';
 import { openSqliteStore } from './open-sqlite.js';
 
-export interface CommitRequest {
+/** The writes the thread takes (the ones intake makes all the time, not the API's), and a ping. */
+export type ThreadWrite = 'commitBatch' | 'recordKeyUsage' | 'purgeExpired' | 'ping';
+
+export interface WriteRequest<M extends ThreadWrite = ThreadWrite> {
   id: number;
-  webhooks: PendingWebhook[];
-  logs: RequestLogEntry[];
+  method: M;
+  args: Parameters<Store[M]>;
 }
 
-export type CommitReply =
-  | { id: number; outcomes: CommitOutcome[] }
+export type WriteReply =
+  | { id: number; result: Awaited<ReturnType<Store[ThreadWrite]>> }
   | { id: number; error: { message: string; code: string | undefined } };
 
 if (!parentPort) throw new Error('commit-worker runs as a worker thread');
 const port = parentPort;
 const store = openSqliteStore((workerData as { path: string }).path);
 
-// Batches come one at a time (the group-commit writer waits for each); were two to come,
-// Kysely would still run their transactions one after the other on its one connection.
-port.on('message', (request: CommitRequest) => {
-  // Buffers arrive as plain Uint8Arrays; the driver binds only Buffers as blobs.
-  for (const webhook of request.webhooks) {
-    const bytes = webhook.rawBody;
-    webhook.rawBody = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  }
-  store.commitBatch(request.webhooks, request.logs).then(
-    (outcomes) => port.postMessage({ id: request.id, outcomes } satisfies CommitReply),
+// Writes come one after another; were two to overlap, Kysely would still run their
+// transactions one at a time on its one connection.
+port.on('message', (request: WriteRequest) => {
+  run(request).then(
+    (result) => port.postMessage({ id: request.id, result } satisfies WriteReply),
     (error: NodeJS.ErrnoException) =>
-      port.postMessage({ id: request.id, error: { message: error.message, code: error.code } } satisfies CommitReply),
+      port.postMessage({ id: request.id, error: { message: error.message, code: error.code } } satisfies WriteReply),
   );
 });
+
+function run(request: WriteRequest): ReturnType<Store[ThreadWrite]> {
+  switch (request.method) {
+    case 'commitBatch': {
+      const [webhooks, logs] = (request as WriteRequest<'commitBatch'>).args;
+      // Buffers arrive as plain Uint8Arrays; the driver binds only Buffers as blobs.
+      for (const webhook of webhooks) {
+        const bytes = webhook.rawBody;
+        webhook.rawBody = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      }
+      return store.commitBatch(webhooks, logs);
+    }
+    case 'recordKeyUsage':
+      return store.recordKeyUsage(...(request as WriteRequest<'recordKeyUsage'>).args);
+    case 'purgeExpired':
+      return store.purgeExpired(...(request as WriteRequest<'purgeExpired'>).args);
+    case 'ping':
+      return store.ping();
+  }
+}

@@ -6,7 +6,7 @@ import type { Database } from '../schema.js';
 import { KyselyStore } from '../kysely-store.js';
 import type { DialectTypes } from '../migrations/index.js';
 import { queryLog, type QueryObserver } from '../query-log.js';
-import type { CommitOutcome, PendingWebhook, RequestLogEntry } from '../store.js';
+import type { CommitOutcome, KeyUsage, PendingWebhook, PurgeReport, RequestLogEntry } from '../store.js';
 import { SqliteCommitThread } from './commit-thread.js';
 
 const SQLITE_TYPES: DialectTypes = {
@@ -46,7 +46,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   return new KyselyStore('sqlite', db, SQLITE_TYPES);
 }
 
-/** The embedded store with its group commits on a thread of their own. */
+/** The embedded store with intake's writes (commits, last use, retention) on a thread of their own. */
 class ThreadedSqliteStore extends KyselyStore {
   constructor(
     db: Kysely<Database>,
@@ -55,8 +55,29 @@ class ThreadedSqliteStore extends KyselyStore {
     super('sqlite', db, SQLITE_TYPES);
   }
 
+  /** The thread starts once the schema exists, so it is ready before the first webhook. */
+  override async migrate(): Promise<string[]> {
+    const applied = await super.migrate();
+    await this.commitThread.ping();
+    return applied;
+  }
+
+  /** Readiness covers both connections: webhooks are written on the thread's. */
+  override async ping(): Promise<void> {
+    await super.ping();
+    await this.commitThread.ping();
+  }
+
   override commitBatch(webhooks: PendingWebhook[], logs: RequestLogEntry[]): Promise<CommitOutcome[]> {
     return this.commitThread.commitBatch(webhooks, logs);
+  }
+
+  override recordKeyUsage(usages: KeyUsage[]): Promise<void> {
+    return usages.length === 0 ? Promise.resolve() : this.commitThread.recordKeyUsage(usages);
+  }
+
+  override purgeExpired(now: number): Promise<PurgeReport> {
+    return this.commitThread.purgeExpired(now);
   }
 
   override async close(): Promise<void> {
