@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { CommitOutcome, KeyUsage, PendingWebhook, PurgeReport, RequestLogEntry, Store } from '../store.js';
-import type { ThreadWrite, WriteReply, WriteRequest } from './commit-worker.js';
+import type { ThreadMethod, ThreadReply, ThreadRequest } from './commit-worker.js';
 
 interface InFlight {
   resolve(result: unknown): void;
@@ -53,13 +53,13 @@ export class SqliteCommitThread {
     return this.send('ping', []) as Promise<void>;
   }
 
-  private send<M extends ThreadWrite>(method: M, args: Parameters<Store[M]>): Promise<unknown> {
+  private send<M extends ThreadMethod>(method: M, args: Parameters<Store[M]>): Promise<unknown> {
     const worker = this.worker ?? this.start();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.inFlight.set(id, { resolve, reject });
       worker.ref();
-      const request: WriteRequest<M> = { id, method, args };
+      const request: ThreadRequest<M> = { id, method, args };
       worker.postMessage(request);
     });
   }
@@ -74,14 +74,14 @@ export class SqliteCommitThread {
   private start(): Worker {
     const worker = new Worker(workerScript(), { workerData: { path: this.path } });
     worker.unref();
-    worker.on('message', (reply: WriteReply) => this.settle(worker, reply));
+    worker.on('message', (reply: ThreadReply) => this.settle(worker, reply));
     worker.on('error', (error) => this.failAll(worker, error));
     worker.on('exit', (code) => this.failAll(worker, new Error(`the SQLite commit thread stopped (exit code ${code})`)));
     this.worker = worker;
     return worker;
   }
 
-  private settle(worker: Worker, reply: WriteReply): void {
+  private settle(worker: Worker, reply: ThreadReply): void {
     const waiting = this.inFlight.get(reply.id);
     if (!waiting) return;
     this.inFlight.delete(reply.id);

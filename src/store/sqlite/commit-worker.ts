@@ -7,37 +7,37 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { Store } from '../store.js';
 import { openSqliteStore } from './open-sqlite.js';
 
-/** The writes the thread takes (the ones intake makes all the time, not the API's), and a ping. */
-export type ThreadWrite = 'commitBatch' | 'recordKeyUsage' | 'purgeExpired' | 'ping';
+/** What the thread runs: the writes intake makes all the time (not the API's), and a ping. */
+export type ThreadMethod = 'commitBatch' | 'recordKeyUsage' | 'purgeExpired' | 'ping';
 
-export interface WriteRequest<M extends ThreadWrite = ThreadWrite> {
+export interface ThreadRequest<M extends ThreadMethod = ThreadMethod> {
   id: number;
   method: M;
   args: Parameters<Store[M]>;
 }
 
-export type WriteReply =
-  | { id: number; result: Awaited<ReturnType<Store[ThreadWrite]>> }
+export type ThreadReply =
+  | { id: number; result: Awaited<ReturnType<Store[ThreadMethod]>> }
   | { id: number; error: { message: string; code: string | undefined } };
 
 if (!parentPort) throw new Error('commit-worker runs as a worker thread');
 const port = parentPort;
 const store = openSqliteStore((workerData as { path: string }).path);
 
-// Writes come one after another; were two to overlap, Kysely would still run their
+// Calls come one after another; were two to overlap, Kysely would still run their
 // transactions one at a time on its one connection.
-port.on('message', (request: WriteRequest) => {
+port.on('message', (request: ThreadRequest) => {
   run(request).then(
-    (result) => port.postMessage({ id: request.id, result } satisfies WriteReply),
+    (result) => port.postMessage({ id: request.id, result } satisfies ThreadReply),
     (error: NodeJS.ErrnoException) =>
-      port.postMessage({ id: request.id, error: { message: error.message, code: error.code } } satisfies WriteReply),
+      port.postMessage({ id: request.id, error: { message: error.message, code: error.code } } satisfies ThreadReply),
   );
 });
 
-function run(request: WriteRequest): ReturnType<Store[ThreadWrite]> {
+function run(request: ThreadRequest): ReturnType<Store[ThreadMethod]> {
   switch (request.method) {
     case 'commitBatch': {
-      const [webhooks, logs] = (request as WriteRequest<'commitBatch'>).args;
+      const [webhooks, logs] = (request as ThreadRequest<'commitBatch'>).args;
       // Buffers arrive as plain Uint8Arrays; the driver binds only Buffers as blobs.
       for (const webhook of webhooks) {
         const bytes = webhook.rawBody;
@@ -46,9 +46,9 @@ function run(request: WriteRequest): ReturnType<Store[ThreadWrite]> {
       return store.commitBatch(webhooks, logs);
     }
     case 'recordKeyUsage':
-      return store.recordKeyUsage(...(request as WriteRequest<'recordKeyUsage'>).args);
+      return store.recordKeyUsage(...(request as ThreadRequest<'recordKeyUsage'>).args);
     case 'purgeExpired':
-      return store.purgeExpired(...(request as WriteRequest<'purgeExpired'>).args);
+      return store.purgeExpired(...(request as ThreadRequest<'purgeExpired'>).args);
     case 'ping':
       return store.ping();
   }
