@@ -4,6 +4,7 @@ import { loadConfig, type Config } from '../src/config.js';
 import { Management } from '../src/services/management.js';
 import type { Store } from '../src/store/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { ADMISSION_GATE_OFF } from './support/processes.js';
 
 /** A migrated database of the test's own, on the project's dialect (see support/databases.ts). */
 export function freshStore(): Promise<TestDatabase> {
@@ -28,13 +29,6 @@ export interface TestApp {
   newTenant(options?: { companyId?: string; bodyLimitBytes?: number; rateLimitPerMinute?: number }): Promise<TestTenant>;
   close(): Promise<void>;
 }
-
-/**
- * The admission gate is off unless a test turns it on (test/admission.test.ts): a test
- * process stalled on a busy machine looks like overload to it, and a spurious 503 would
- * fail tests that allow none.
- */
-export const ADMISSION_GATE_OFF = { INTAKE_MAX_EVENT_LOOP_LAG_MS: '0', INTAKE_MAX_QUEUE_WAIT_MS: '0' } as const;
 
 /** The whole app on a fresh database of the project's dialect, without a port (use app.inject). */
 export async function buildTestApp(env: Record<string, string> = {}): Promise<TestApp> {

@@ -316,6 +316,14 @@ export function serverEnv(port: number, dbPath: string, extra: Record<string, st
   return serverEnvFor(port, `sqlite:${dbPath}`, extra);
 }
 
+/**
+ * The admission gate is off unless a test turns it on (test/admission.test.ts): a test
+ * process stalled on a busy machine looks like overload to it, and a spurious 503 would
+ * fail tests that allow none. Servers started here and apps built by buildTestApp both
+ * use it.
+ */
+export const ADMISSION_GATE_OFF = { INTAKE_MAX_EVENT_LOOP_LAG_MS: '0', INTAKE_MAX_QUEUE_WAIT_MS: '0' } as const;
+
 /** The variables a server on this port and database (any INTAKE_DATABASE_URL) runs with. */
 export function serverEnvFor(port: number, databaseUrl: string, extra: Record<string, string> = {}): Record<string, string> {
   return {
@@ -323,9 +331,7 @@ export function serverEnvFor(port: number, databaseUrl: string, extra: Record<st
     HOST: LOOPBACK,
     INTAKE_DATABASE_URL: databaseUrl,
     INTAKE_BASE_URL: `http://${LOOPBACK}:${port}`,
-    // The admission gate is off unless a test turns it on, as in buildTestApp (test/helpers.ts).
-    INTAKE_MAX_EVENT_LOOP_LAG_MS: '0',
-    INTAKE_MAX_QUEUE_WAIT_MS: '0',
+    ...ADMISSION_GATE_OFF,
     ...extra,
   };
 }
