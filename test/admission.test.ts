@@ -1,8 +1,9 @@
-import net from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { AdmissionGate } from '../src/intake/admission.js';
 import { buildTestApp, sendWebhook, waitFor, type TestApp, type TestTenant } from './helpers.js';
+import { answerAfter, exchange, openConnection, type RawResponse } from './support/raw-http.js';
 
 /** Holds the event loop in one turn, as a burst of requests does under overload. */
 function blockLoop(ms: number): void {
@@ -199,28 +200,12 @@ describe('the admission gate in the app', () => {
 });
 
 describe('the admission gate over TCP', () => {
-  /** The status line and the Retry-After of the next answer on a keep-alive connection. */
-  function nextAnswer(socket: net.Socket): Promise<string> {
-    socket.removeAllListeners('data');
-    return new Promise((resolve) => {
-      let received = '';
-      socket.on('data', (chunk: Buffer) => {
-        received += chunk.toString('latin1');
-        const head = /^HTTP\/1\.1 (\d+)[^\r]*\r\n([\s\S]*?)\r\n\r\n/.exec(received);
-        if (head) resolve(`${head[1]} retry-after=${/^retry-after: (.*)$/im.exec(head[2]!)?.[1]?.trim() ?? '-'}`);
-      });
-    });
-  }
-
-  function connect(port: number): Promise<net.Socket> {
-    return new Promise((resolve, reject) => {
-      const socket = net.connect(port, '127.0.0.1', () => resolve(socket)).once('error', reject);
-    });
-  }
+  /** The status and Retry-After of an answer, to compare several at once. */
+  const statusAndRetry = (answer: RawResponse) => `${answer.status} retry-after=${answer.headers['retry-after'] ?? '-'}`;
 
   test('requests read in a turn that has run past the bound get 503, and their connections go on', async () => {
     const t = await buildTestApp({ INTAKE_MAX_EVENT_LOOP_LAG_MS: '50' });
-    const sockets: net.Socket[] = [];
+    const sockets: Socket[] = [];
     try {
       const tenant = await t.newTenant();
       // What makes one turn long under overload is the work for the requests read before;
@@ -230,29 +215,26 @@ describe('the admission gate over TCP', () => {
         return {};
       });
       await t.app.listen({ port: 0, host: '127.0.0.1' });
-      const { port } = t.app.server.address() as net.AddressInfo;
+      const { port } = t.app.server.address() as AddressInfo;
       const body = JSON.stringify({ event: 'e', data: { pad: 'x'.repeat(7000) } });
       const webhook =
         `POST /api/webhooks/${tenant.integrationKey} HTTP/1.1\r\nhost: intake\r\ncontent-type: application/json\r\n` +
         `x-api-key: ${tenant.apiKey}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
-      const slow = await connect(port);
-      const senders = await Promise.all(Array.from({ length: 5 }, () => connect(port)));
-      sockets.push(slow, ...senders);
+      const slow = await openConnection(port, sockets);
+      const senders = await Promise.all(Array.from({ length: 5 }, () => openConnection(port, sockets)));
       await letLoopTurn();
 
       // Written in one go, so the server reads them all in one turn, the slow one first.
-      const slowAnswer = nextAnswer(slow);
-      const refusals = senders.map(nextAnswer);
-      slow.write('POST /slow HTTP/1.1\r\nhost: intake\r\ncontent-length: 0\r\n\r\n');
-      for (const sender of senders) sender.write(webhook);
-      expect(await slowAnswer).toBe('200 retry-after=-');
-      expect(await Promise.all(refusals)).toEqual(senders.map(() => '503 retry-after=1'));
+      slow.socket.write('POST /slow HTTP/1.1\r\nhost: intake\r\ncontent-length: 0\r\n\r\n');
+      for (const sender of senders) sender.socket.write(webhook);
+      expect(statusAndRetry(await answerAfter(slow, 0))).toBe('200 retry-after=-');
+      const refusals = await Promise.all(senders.map((sender) => answerAfter(sender, 0)));
+      expect(refusals.map(statusAndRetry)).toEqual(senders.map(() => '503 retry-after=1'));
 
       // The refused bodies were skipped, not left in the way of the next request.
       await letLoopTurn();
-      const accepted = senders.map(nextAnswer);
-      for (const sender of senders) sender.write(webhook);
-      expect(await Promise.all(accepted)).toEqual(senders.map(() => '202 retry-after=-'));
+      const accepted = await Promise.all(senders.map((sender) => exchange(sender, webhook)));
+      expect(accepted.map(statusAndRetry)).toEqual(senders.map(() => '202 retry-after=-'));
       const metrics = await t.app.inject({ method: 'GET', url: '/metrics' });
       expect(metrics.body).toMatch(/^intake_requests_shed_total 5$/m);
     } finally {

@@ -1,11 +1,12 @@
 import { request as httpRequest } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { issueApiKey } from '../src/domain/api-key.js';
 import { AuthFailureLimiter, addressKey } from '../src/intake/auth-failures.js';
 import { buildTestApp, sendWebhook, waitFor, type TestApp, type TestTenant } from './helpers.js';
+import { exchange, openConnection, parseResponse, type Connection, type RawResponse } from './support/raw-http.js';
 
 /**
  * Limits against abuse (issue 7, item 5): the per-integration rate limit and its RateLimit-*
@@ -225,66 +226,11 @@ describe('AuthFailureLimiter', () => {
 
 // --- The server's own limits, on a real port ---
 
-interface RawResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-function parseResponse(text: string): RawResponse {
-  const end = text.indexOf('\r\n\r\n');
-  const [statusLine = '', ...lines] = text.slice(0, end).split('\r\n');
-  const headers: Record<string, string> = {};
-  for (const line of lines) {
-    const colon = line.indexOf(':');
-    headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-  }
-  return { status: Number(statusLine.split(' ')[1]), headers, body: text.slice(end + 4) };
-}
-
-/** A TCP connection to the server, with everything it receives and whether it was closed. */
-interface Connection {
-  socket: Socket;
-  received: () => string;
-  closed: Promise<void>;
-  isClosed: () => boolean;
-}
-
 const connections: Socket[] = [];
 
+/** A connection closed after each test. */
 function open(port: number): Promise<Connection> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
-    connections.push(socket);
-    let data = '';
-    let closed = false;
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => (data += chunk));
-    // A reset is one way the server closes a connection.
-    socket.on('error', () => {});
-    const closedPromise = new Promise<void>((done) =>
-      socket.once('close', () => {
-        closed = true;
-        done();
-      }),
-    );
-    socket.once('connect', () => resolve({ socket, received: () => data, closed: closedPromise, isClosed: () => closed }));
-    socket.once('error', reject);
-  });
-}
-
-/** Sends one whole request and waits for its whole answer (Content-Length bodies only). */
-async function exchange(connection: Connection, request: string): Promise<RawResponse> {
-  const before = connection.received().length;
-  connection.socket.write(request);
-  return waitFor(async () => {
-    const text = connection.received().slice(before);
-    const end = text.indexOf('\r\n\r\n');
-    if (end < 0) return connection.isClosed() ? parseResponse(text) : undefined;
-    const response = parseResponse(text);
-    const length = Number(response.headers['content-length'] ?? 0);
-    return Buffer.byteLength(response.body) >= length || connection.isClosed() ? response : undefined;
-  }, 'an answer');
+  return openConnection(port, connections);
 }
 
 const healthCheck = 'GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n';

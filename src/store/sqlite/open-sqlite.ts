@@ -73,7 +73,7 @@ class ThreadedSqliteStore extends KyselyStore {
   }
 
   override recordKeyUsage(usages: KeyUsage[]): Promise<void> {
-    return usages.length === 0 ? Promise.resolve() : this.commitThread.recordKeyUsage(usages);
+    return this.commitThread.recordKeyUsage(usages);
   }
 
   override purgeExpired(now: number): Promise<PurgeReport> {
