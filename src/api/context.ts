@@ -67,7 +67,11 @@ export function authenticateApi(deps: ApiDeps) {
   };
 }
 
-async function resolvePrincipal(deps: ApiDeps, request: FastifyRequest): Promise<Principal> {
+/**
+ * Who the request speaks for, or the AppError refusing it. Also what a long-running answer
+ * (the live tail) calls again to learn whether its caller still has access.
+ */
+export async function resolvePrincipal(deps: ApiDeps, request: FastifyRequest): Promise<Principal> {
   const apiKey = request.headers['x-api-key'];
   const cookie = request.cookies[SESSION_COOKIE];
   if (apiKey !== undefined || cookie === undefined) {
