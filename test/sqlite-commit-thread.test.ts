@@ -4,15 +4,19 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Worker } from 'node:worker_threads';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { openStore } from '../src/store/open-store.js';
+import { openSqliteStore } from '../src/store/sqlite/open-sqlite.js';
+import { SqliteThread } from '../src/store/sqlite/store-thread.js';
 import type { Store } from '../src/store/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { DAY_MS, createTenant, webhook, type Owner } from './support/webhooks.js';
 
-// The server commits SQLite batches on a worker thread (src/store/sqlite/commit-thread.ts);
-// the store suite runs commitBatch on the event loop. These tests hold the thread to the
-// same results, and check what only the thread can get wrong.
+// The server commits SQLite batches on a worker thread and runs the API's heavy reads on
+// another (src/store/sqlite/store-thread.ts); the store suite runs both on the event loop.
+// These tests hold the threads to the same results, and check what only a thread can get
+// wrong.
 describe('SQLite commit thread', () => {
   let database: TestDatabase;
   let threaded: Store;
@@ -24,7 +28,7 @@ describe('SQLite commit thread', () => {
     onMainConnection = [];
     threaded = openStore(database.databaseUrl, {
       poolSize: 1,
-      sqliteCommitThread: true,
+      sqliteThreads: true,
       onQuery: (query) => onMainConnection.push(query),
     });
     owner = await createTenant(database.store);
@@ -114,11 +118,82 @@ describe('SQLite commit thread', () => {
     await expect(committing).resolves.toEqual(keyed.map((w) => ({ kind: 'accepted', uuid: w.uuid, receivedAt: w.receivedAt })));
   });
 
+  test('the heavy reads run on the read thread: none of their queries on the main connection', async () => {
+    const now = Date.now();
+    const batch = [webhook(owner, now - 2, { body: '{"event":"a","data":{"needle":1}}' }), webhook(owner, now - 1), webhook(owner, now)];
+    await threaded.commitBatch(batch, []);
+    const newestFirst = [...batch].reverse();
+    const { companyId, integrationId, keyId } = owner;
+    onMainConnection.length = 0;
+
+    const page = await threaded.listCompanyWebhooks(companyId, { limit: 2 });
+    expect(page.webhooks.map((w) => w.uuid)).toEqual(newestFirst.slice(0, 2).map((w) => w.uuid));
+    // Bodies come back as Buffers, byte for byte, also those small enough to have shared a pool.
+    expect(Buffer.isBuffer(page.webhooks[0]!.rawBody)).toBe(true);
+    expect(page.webhooks[0]!.rawBody.equals(batch[2]!.rawBody)).toBe(true);
+    expect((await threaded.listCompanyWebhooks(companyId, { limit: 10, text: 'needle' })).webhooks.map((w) => w.uuid)).toEqual([batch[0]!.uuid]);
+    const exported = await threaded.exportCompanyWebhooks(companyId, { limit: 10, cursor: page.next! });
+    expect(exported.webhooks.map((w) => [w.uuid, w.sourceIp])).toEqual([[batch[0]!.uuid, batch[0]!.sourceIp]]);
+    const heads = await threaded.listCompanyWebhookHeads(companyId, { since: now - 2, limit: 10 });
+    expect(heads).toEqual(newestFirst.map((w) => ({ uuid: w.uuid, receivedAt: w.receivedAt, sizeBytes: w.rawBody.length })));
+    expect(await threaded.getCompanyWebhookHead(companyId, batch[1]!.uuid)).toEqual(heads[1]);
+    expect((await threaded.getCompanyWebhookSummaries(companyId, heads)).map((w) => w.rawBody.toString())).toEqual(
+      newestFirst.map((w) => w.rawBody.toString()),
+    );
+    expect((await threaded.getCompanyWebhook(companyId, batch[0]!.uuid))?.headers).toEqual({ 'content-type': 'application/json' });
+    expect(await threaded.listWebhooks(companyId, integrationId, { limit: 10 })).toHaveLength(3);
+    expect((await threaded.getWebhook(companyId, integrationId, batch[0]!.uuid))?.uuid).toBe(batch[0]!.uuid);
+    expect(await threaded.listRequestLog(companyId, integrationId, 10)).toHaveLength(3);
+    expect(await threaded.listCompanyRequestLog(companyId, { limit: 10 })).toHaveLength(3);
+    expect(await threaded.countUsage(companyId, { bucketMs: DAY_MS, since: now - DAY_MS, until: now + 1 })).not.toEqual([]);
+    expect(await threaded.countKeyRequests(companyId, integrationId, [keyId], now - DAY_MS)).toBeInstanceOf(Map);
+    expect(await threaded.listKeyCallers(companyId, integrationId, keyId, { since: now - DAY_MS, limit: 10 })).not.toEqual([]);
+    expect(await threaded.listAuditLog(companyId, { limit: 10 })).toEqual(await database.store.listAuditLog(companyId, { limit: 10 }));
+
+    expect(onMainConnection.filter((q) => /from "(webhooks|request_log|audit_log)"/.test(q.sql))).toEqual([]);
+  });
+
+  test('the read thread cannot write, nor run what is not a read', async () => {
+    const path = database.databaseUrl.slice('sqlite:'.length);
+    const reader = new SqliteThread(path, 'read');
+    const call = reader.call.bind(reader) as (method: string, ...args: unknown[]) => Promise<unknown>;
+    try {
+      await expect(call('commitBatch', [webhook(owner, Date.now())], [])).rejects.toThrow(/does not run commitBatch/);
+    } finally {
+      await reader.close();
+    }
+    // Its connection refuses writes, whatever code would ask.
+    const readOnly = openSqliteStore(path, { readOnly: true });
+    try {
+      await expect(readOnly.commitBatch([webhook(owner, Date.now())], [])).rejects.toMatchObject({ code: 'SQLITE_READONLY' });
+    } finally {
+      await readOnly.close();
+    }
+  });
+
+  test('a read thread that dies is started again by the next read', async () => {
+    const first = webhook(owner, Date.now());
+    await threaded.commitBatch([first], []);
+    expect((await threaded.listCompanyWebhooks(owner.companyId, { limit: 10 })).webhooks).toHaveLength(1);
+    // Stands in for a crash (out of memory, a native fault): the thread stops under the store.
+    const reader = (threaded as unknown as { readThread: { worker: Worker | undefined } }).readThread;
+    const dead = reader.worker!;
+    await dead.terminate();
+
+    const again = await threaded.listCompanyWebhooks(owner.companyId, { limit: 10 });
+    expect(again.webhooks.map((w) => w.uuid)).toEqual([first.uuid]);
+    expect(reader.worker).toBeDefined();
+    expect(reader.worker!.threadId).not.toBe(dead.threadId);
+    // Writes never depended on it.
+    const next = webhook(owner, Date.now());
+    await expect(threaded.commitBatch([next], [])).resolves.toEqual([{ kind: 'accepted', uuid: next.uuid, receivedAt: next.receivedAt }]);
+  });
+
   test('the thread does not keep a process alive once its batches are done', () => {
     const openStoreJs = fileURLToPath(new URL('../dist/store/open-store.js', import.meta.url));
     const script = `
       const { openStore } = await import(${JSON.stringify(openStoreJs)});
-      const store = openStore(${JSON.stringify(database.databaseUrl)}, { poolSize: 1, sqliteCommitThread: true });
+      const store = openStore(${JSON.stringify(database.databaseUrl)}, { poolSize: 1, sqliteThreads: true });
       const owner = ${JSON.stringify(owner)};
       const body = Buffer.from('{"event":"e","data":{}}');
       const log = { id: 'req_alive', ...owner, receivedAt: Date.now(), method: 'POST',

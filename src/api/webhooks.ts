@@ -1,16 +1,27 @@
 import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Type } from 'typebox';
 import type { AppInstance } from '../app.js';
 import { decodeCursor, encodeCursor, type Cursor } from '../domain/cursor.js';
 import { storedDocument } from '../domain/webhook-body.js';
 import { AppError } from '../errors.js';
-import { SEARCH_SCAN_ROWS, type StoredWebhook, type WebhookSearch } from '../store/store.js';
+import {
+  SEARCH_SCAN_BYTES,
+  SEARCH_SCAN_ROWS,
+  WEBHOOK_PAGE_BYTES,
+  type StoredWebhook,
+  type WebhookSearch,
+  type WebhookSummary,
+} from '../store/store.js';
 import { principalOf, type ApiDeps } from './context.js';
+import { PAGE_BUDGET_TEXT, type ReadLimits } from './read-limits.js';
 import { ERROR_RESPONSES, Id, Page, PageQuery, Timestamp, iso } from './schemas.js';
+import { cutOffStalledClient } from './send-timeout.js';
 import { parseOptionalTime } from '../domain/time.js';
 
-/** Rows per store read while exporting: what is held in memory at once. */
-const EXPORT_PAGE = 200;
+/** Rows per store read while exporting; WEBHOOK_PAGE_BYTES bounds its bodies, so what is held in memory at once. */
+const EXPORT_PAGE_ROWS = 200;
+const MIB = 1024 * 1024;
 const UUID = Type.String({ pattern: '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$', description: 'A webhook uuid.' });
 
 /** The items of the key-authenticated list (GET /api/webhooks/…), with the integration. */
@@ -46,8 +57,9 @@ const Filters = {
       maxLength: 200,
       description:
         'Only webhooks whose raw body contains this text, exactly (case-sensitive; `%` and `_` are plain characters). ' +
-        `It scans the filtered range newest first, at most ${SEARCH_SCAN_ROWS} webhooks per request: a page may then hold ` +
-        'fewer than `limit` items, or none, and still have a `next_cursor` to scan on. Narrow it with the other filters.',
+        `It scans the filtered range newest first, at most ${SEARCH_SCAN_ROWS} webhooks or ${SEARCH_SCAN_BYTES / MIB} MiB ` +
+        'of bodies per request, whichever comes first: a page may then hold fewer than `limit` items, or none, and still ' +
+        'have a `next_cursor` to scan on. Narrow it with the other filters.',
     }),
   ),
 };
@@ -57,6 +69,9 @@ type FilterQuery = { integration_id?: string; event?: string; since?: string; un
 /** /api/v1/webhooks: the company's webhooks, across its integrations. */
 export async function webhookRoutes(app: AppInstance, deps: ApiDeps): Promise<void> {
   const tags = ['Webhooks'];
+  const limits = app.readLimits;
+  const exports = limits.exports.caps;
+  const busyText = limits.describeHeavyReads();
 
   app.get(
     '/webhooks',
@@ -65,7 +80,9 @@ export async function webhookRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
       schema: {
         tags,
         summary: 'List webhooks',
-        description: 'Across the company, or one integration; newest first. `since` is inclusive, `until` exclusive.',
+        description:
+          'Across the company, or one integration; newest first. `since` is inclusive, `until` exclusive. ' +
+          `${PAGE_BUDGET_TEXT} ${busyText}`,
         querystring: Type.Object({ ...PageQuery, ...Filters }),
         response: { 200: Page(WebhookSummarySchema), ...ERROR_RESPONSES },
       },
@@ -73,11 +90,8 @@ export async function webhookRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
     async (request) => {
       const { companyId } = principalOf(request);
       const { limit, cursor } = request.query;
-      const page = await deps.store.listCompanyWebhooks(companyId, {
-        ...search(request.query),
-        limit,
-        cursor: cursor === undefined ? undefined : decodeCursor(cursor),
-      });
+      const query = { ...search(request.query), limit, cursor: cursor === undefined ? undefined : decodeCursor(cursor) };
+      const page = await limits.read(companyId, () => deps.store.listCompanyWebhooks(companyId, query));
       return { data: page.webhooks.map(summary), next_cursor: page.next && encodeCursor(page.next) };
     },
   );
@@ -91,8 +105,12 @@ export async function webhookRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
         summary: 'Export webhooks as NDJSON',
         description:
           'Every webhook the filters match (the same filters as the list), newest first, one JSON object per line as ' +
-          'GET /api/v1/webhooks/{uuid} answers it. Streamed as it is read, a few hundred at a time, so any size ' +
-          'can be exported. Webhooks received after the export started are not in it.',
+          'GET /api/v1/webhooks/{uuid} answers it. Streamed as it is read, ' +
+          `${EXPORT_PAGE_ROWS} webhooks or ${WEBHOOK_PAGE_BYTES / MIB} MiB of bodies at a time, and only as fast as the ` +
+          `client takes it, so any size can be exported; a client that takes nothing for ${limits.sendTimeoutMs / 1000} s ` +
+          'is cut off. Webhooks received after the export started are not in it. ' +
+          `At most ${exports.perCaller} exports per key or user and ${exports.perCompany} per company run at once ` +
+          `(429 past it). ${busyText}`,
         querystring: Type.Object(Filters),
         response: {
           200: { description: 'One webhook per line.', content: { 'application/x-ndjson': { schema: WebhookSchema } } },
@@ -101,18 +119,27 @@ export async function webhookRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
       },
     },
     async (request, reply) => {
-      const { companyId } = principalOf(request);
-      const query = search(request.query);
+      const { companyId, actor } = principalOf(request);
+      const query = { ...search(request.query), limit: EXPORT_PAGE_ROWS };
+      const release = limits.exports.take(companyId, actor.id ?? undefined);
+      // However the answer ends (done, refused, the client gone, cut off), its place is freed.
+      reply.raw.once('close', release);
+      // The first page is read before answering, so a busy node still says 503, not a cut-off 200.
+      const first = await limits.read(companyId, () => deps.store.exportCompanyWebhooks(companyId, query));
+      cutOffStalledClient(reply.raw, limits.sendTimeoutMs);
       async function* lines() {
-        let cursor: Cursor | undefined;
-        do {
-          const page = await deps.store.listCompanyWebhooks(companyId, { ...query, limit: EXPORT_PAGE, cursor });
+        let page = first;
+        for (;;) {
           if (page.webhooks.length > 0) yield page.webhooks.map((w) => `${JSON.stringify(detail(w))}\n`).join('');
-          cursor = page.next ?? undefined;
-        } while (cursor);
+          if (!page.next) return;
+          const cursor: Cursor = page.next;
+          page = await laterPage(limits, companyId, () => deps.store.exportCompanyWebhooks(companyId, { ...query, cursor }));
+        }
       }
-      // A stream goes out as it is read; the schema above describes each of its lines.
-      const stream = Readable.from(lines(), { objectMode: false }) as never;
+      // A stream goes out as it is read, and is read only as the client takes it (a page is
+      // read when the one before has been handed to the socket); the schema above describes
+      // each of its lines.
+      const stream = Readable.from(lines(), { objectMode: false, highWaterMark: 1 }) as never;
       return reply
         .type('application/x-ndjson; charset=utf-8')
         .header('content-disposition', 'attachment; filename="webhooks.ndjson"')
@@ -151,8 +178,28 @@ function search(query: FilterQuery): Omit<WebhookSearch, 'limit'> {
   };
 }
 
+/**
+ * An export's next page. The answer has begun (200), so a busy node cannot refuse it: the
+ * page waits for a read, as long as a stalled client would be given, then the export ends.
+ */
+async function laterPage<T>(limits: ReadLimits, companyId: string, read: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + limits.sendTimeoutMs;
+  for (;;) {
+    const release = limits.heavyReads.tryTake(companyId);
+    if (release) {
+      try {
+        return await read();
+      } finally {
+        release();
+      }
+    }
+    if (Date.now() > deadline) throw new AppError('service_unavailable', 'The export could not read its next page in time.');
+    await sleep(100);
+  }
+}
+
 /** A webhook as lists show it (no headers, no raw body). */
-export function summary(webhook: StoredWebhook) {
+export function summary(webhook: WebhookSummary) {
   return {
     uuid: webhook.uuid,
     integration_id: webhook.integrationId,

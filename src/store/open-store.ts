@@ -11,10 +11,10 @@ export interface StoreOptions {
   /** Sees every SQL statement the store runs (tests check query plans with it). */
   onQuery?: QueryObserver;
   /**
-   * SQLite: commit intake batches on a worker thread (the server does; see
-   * SqliteCommitThread). PostgreSQL needs none: its commits already wait on a socket.
+   * SQLite: intake's writes and the API's heavy reads on worker threads of their own (the
+   * server does; see SqliteThread). PostgreSQL needs none: its queries already wait on a socket.
    */
-  sqliteCommitThread?: boolean;
+  sqliteThreads?: boolean;
 }
 
 /** The store named by INTAKE_DATABASE_URL: `sqlite:PATH` or `postgres://…`. */
@@ -22,7 +22,7 @@ export function openStore(databaseUrl: string, options: StoreOptions): Store {
   if (databaseUrl.startsWith('sqlite:')) {
     return openSqliteStore(databaseUrl.slice('sqlite:'.length), {
       onQuery: options.onQuery,
-      commitThread: options.sqliteCommitThread,
+      threads: options.sqliteThreads,
     });
   }
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) return openPostgresStore(databaseUrl, options);

@@ -1,8 +1,10 @@
+import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
-import { SEARCH_SCAN_ROWS } from '../../src/store/store.js';
+import { SEARCH_SCAN_BYTES, SEARCH_SCAN_ROWS, WEBHOOK_PAGE_BYTES } from '../../src/store/store.js';
 import { buildTestApp, sendWebhook, waitFor, type TestApp, type TestTenant } from '../helpers.js';
 import { managementKey, member, type SignedIn } from '../support/api.js';
-import { createTenant, webhook } from '../support/webhooks.js';
+import { openConnection } from '../support/raw-http.js';
+import { createTenant, webhook, type Owner } from '../support/webhooks.js';
 
 /**
  * /api/v1/webhooks: the list across a company, its filters and payload search, one webhook,
@@ -204,7 +206,7 @@ describe('GET /api/v1/webhooks/export', () => {
     });
 
     test('the export reads the store page by page and writes every row once', async () => {
-      const reads = vi.spyOn(t.store, 'listCompanyWebhooks');
+      const reads = vi.spyOn(t.store, 'exportCompanyWebhooks');
       try {
         const lines = await exportLines('', many.headers);
         expect(lines).toHaveLength(many.count);
@@ -263,5 +265,152 @@ describe('errors and security', () => {
       for (const uuid of ours) expect((await get(`/webhooks/${uuid}`, headers)).statusCode).toBe(404);
     }
     expect((await get(`/webhooks/${other.sent[0]!.uuid}`)).statusCode).toBe(404);
+  });
+});
+
+/** Webhooks of `owner` padded to about `sizes` bytes, committed oldest first a millisecond apart; their uuids and sizes, newest first. */
+async function commitLarge(
+  owner: Owner,
+  sizes: number[],
+  body: (i: number, pad: string) => string = (i, pad) => JSON.stringify({ event: 'big', data: { i, pad } }),
+) {
+  const start = Date.now() - sizes.length;
+  const rows = sizes.map((bytes, i) => webhook(owner, start + i, { body: body(i, 'x'.repeat(bytes)) }));
+  for (const row of rows) await t.store.commitBatch([row], []);
+  return rows.map((row) => ({ uuid: row.uuid, bytes: row.rawBody.length })).reverse();
+}
+
+describe('bounds in bytes', () => {
+  const MIB = 1024 * 1024;
+
+  test('a page of large webhooks stops at the byte budget, continues by cursor, and the pages hold every webhook once', async () => {
+    const tenant = await t.newTenant();
+    const owner = { companyId: tenant.companyId, integrationId: tenant.integrationId, keyId: tenant.keyId };
+    const keyHeaders = await managementKey(t, tenant.companyId, ['logs:read']);
+    // Newest first: 0.3 MiB ×3, one larger than a page, 0.3 MiB ×4.
+    const expected = await commitLarge(owner, [0.3, 0.3, 0.3, 0.3, 1.5, 0.3, 0.3, 0.3].map((m) => Math.floor(m * MIB)));
+
+    const management = await walk('?limit=50', keyHeaders);
+    const byKey = await walkKeyList(tenant);
+    for (const { items, pages } of [management, byKey]) {
+      expect(uuids(items)).toEqual(uuids(expected));
+      expect(pages.length).toBeGreaterThan(2);
+      let at = 0;
+      for (const size of pages) {
+        const bytes = expected.slice(at, at + size).reduce((sum, w) => sum + w.bytes, 0);
+        // Fewer than `limit`, within the budget unless a page of one larger webhook.
+        expect(size).toBeLessThan(50);
+        if (size > 1) expect(bytes).toBeLessThanOrEqual(WEBHOOK_PAGE_BYTES);
+        at += size;
+      }
+    }
+    expect(management.pages).toContain(1);
+  });
+
+  test('a search stops its scan at a byte budget too, and its cursor goes on to the oldest match', async () => {
+    const tenant = await t.newTenant();
+    const owner = { companyId: tenant.companyId, integrationId: tenant.integrationId, keyId: tenant.keyId };
+    const keyHeaders = await managementKey(t, tenant.companyId, ['logs:read']);
+    // Far fewer rows than SEARCH_SCAN_ROWS, but more bytes than SEARCH_SCAN_BYTES; the needle only in the oldest.
+    const count = Math.ceil((SEARCH_SCAN_BYTES * 1.25) / MIB);
+    expect(count).toBeLessThan(SEARCH_SCAN_ROWS);
+    const rows = await commitLarge(owner, Array(count).fill(MIB), (i, pad) => JSON.stringify({ event: 'big', data: { i, pad, needle: i === 0 } }));
+
+    const firstPage = await list('?q=%22needle%22%3Atrue', keyHeaders);
+    expect(firstPage).toEqual({ data: [], next_cursor: expect.any(String) });
+    const { items, pages } = await walk('?q=%22needle%22%3Atrue', keyHeaders);
+    expect(uuids(items)).toEqual([rows.at(-1)!.uuid]);
+    expect(pages.length).toBe(2);
+  });
+});
+
+/** Every page of the integration key's list (GET /api/webhooks/KEY), following next_cursor. */
+async function walkKeyList(tenant: TestTenant): Promise<{ items: Item[]; pages: number[] }> {
+  const items: Item[] = [];
+  const pages: number[] = [];
+  let cursor: string | null = null;
+  do {
+    const query: string = cursor ? `?limit=50&cursor=${encodeURIComponent(cursor)}` : '?limit=50';
+    const url = `/api/webhooks/${tenant.integrationKey}${query}`;
+    const response = await t.app.inject({ method: 'GET', url, headers: { 'x-api-key': tenant.apiKey } });
+    expect(response.statusCode, response.body).toBe(200);
+    const page: ItemPage = response.json<ItemPage>();
+    items.push(...page.data);
+    pages.push(page.data.length);
+    cursor = page.next_cursor;
+  } while (cursor && pages.length < 100);
+  return { items, pages };
+}
+
+describe('bounds on concurrent reads and exports', () => {
+  let small: TestApp;
+  let port: number;
+  const sockets: Socket[] = [];
+  beforeAll(async () => {
+    small = await buildTestApp(
+      {},
+      {
+        readLimits: {
+          heavyReads: { perCompany: 1, perNode: 2 },
+          exports: { perCaller: 1, perCompany: 2, perNode: 8 },
+          sendTimeoutMs: 1_000,
+        },
+      },
+    );
+    port = Number(new URL(await small.app.listen({ host: '127.0.0.1', port: 0 })).port);
+  });
+  afterAll(async () => {
+    for (const socket of sockets) socket.destroy();
+    await small.close();
+  });
+
+  test('past a company\'s reads 429, past the node\'s 503, both JSON with Retry-After, at once', async () => {
+    const [a, b, c] = [await small.newTenant(), await small.newTenant(), await small.newTenant()];
+    const keyOf = async (tenant: TestTenant) => managementKey(small, tenant.companyId, ['logs:read']);
+    const listBy = async (headers: Record<string, string>) => small.app.inject({ method: 'GET', url: '/api/v1/webhooks', headers });
+    const expectRefused = (response: Awaited<ReturnType<typeof listBy>>, status: number) => {
+      expect(response.statusCode, response.body).toBe(status);
+      expect(response.headers['retry-after']).toMatch(/^\d+$/);
+      expect(response.json()).toMatchObject({ error: expect.any(String), message: expect.any(String) });
+    };
+    // Another reader of company A is under way.
+    const busyA = small.app.readLimits.heavyReads.take(a.companyId);
+    expectRefused(await listBy(await keyOf(a)), 429);
+    expectRefused(await small.app.inject({ method: 'GET', url: `/api/webhooks/${a.integrationKey}`, headers: { 'x-api-key': a.apiKey } }), 429);
+    expect((await listBy(await keyOf(b))).statusCode).toBe(200);
+    // And one of company B: the node's two reads are taken.
+    const busyB = small.app.readLimits.heavyReads.take(b.companyId);
+    expectRefused(await listBy(await keyOf(c)), 503);
+    busyA();
+    busyB();
+    expect((await listBy(await keyOf(c))).statusCode).toBe(200);
+    expect(small.app.readLimits.heavyReads.inUse).toBe(0);
+  });
+
+  test('an export to a client that stops reading is cut off after the send timeout; a caller has one at a time', async () => {
+    const tenant = await small.newTenant();
+    const owner = { companyId: tenant.companyId, integrationId: tenant.integrationId, keyId: tenant.keyId };
+    const key = await managementKey(small, tenant.companyId, ['logs:read']);
+    const pad = 'x'.repeat(4 * 1024 * 1024);
+    for (let i = 0; i < 10; i++) {
+      await small.store.commitBatch([webhook(owner, Date.now() - 10 + i, { body: JSON.stringify({ event: 'big', data: { i, pad } }) })], []);
+    }
+    const connection = await openConnection(port, sockets);
+    connection.socket.write(`GET /api/v1/webhooks/export HTTP/1.1\r\nhost: test\r\nx-api-key: ${key['x-api-key']}\r\n\r\n`);
+    await waitFor(async () => (connection.received().includes('\r\n\r\n') ? true : undefined), 'the export to start');
+    expect(connection.received()).toMatch(/^HTTP\/1\.1 200/);
+    connection.socket.pause();
+
+    const second = await small.app.inject({ method: 'GET', url: '/api/v1/webhooks/export', headers: key });
+    expect(second.statusCode).toBe(429);
+    expect(second.json()).toMatchObject({ error: 'Rate limit exceeded', message: expect.stringMatching(/per key or user/) });
+
+    // The server gives up while the client still takes nothing; its place and memory are freed.
+    await waitFor(async () => (small.app.readLimits.exports.inUse === 0 ? true : undefined), 'the export to be cut off', 15_000);
+    connection.socket.resume();
+    await Promise.race([connection.closed, new Promise((resolve) => setTimeout(resolve, 10_000))]);
+    expect(connection.isClosed()).toBe(true);
+    expect(connection.received().match(/"uuid":/g)?.length ?? 0).toBeLessThan(10);
+    expect((await small.app.inject({ method: 'GET', url: '/api/v1/webhooks/export?event=none', headers: key })).statusCode).toBe(200);
   });
 });

@@ -35,6 +35,7 @@ const POSTGRES_TYPES: DialectTypes = {
   // A bytea cast to text is its hex escape; convert_from decodes it (intake refused any
   // body that is not valid UTF-8).
   binaryContainsText: (column, needle) => sql`strpos(convert_from(${sql.ref(column)}, 'UTF8'), ${needle}) > 0`,
+  binaryLength: (column) => sql<number>`octet_length(${sql.ref(column)})`,
 };
 
 export interface PostgresOptions {

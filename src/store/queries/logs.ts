@@ -1,88 +1,8 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
-import type { Cursor } from '../../domain/cursor.js';
-import type { DialectTypes } from '../migrations/index.js';
-import type { Database, RequestLogTable, WebhooksTable } from '../schema.js';
-import {
-  SEARCH_SCAN_ROWS,
-  type RequestLogEntry,
-  type RequestLogQuery,
-  type StoredWebhook,
-  type UsageBucket,
-  type UsageQuery,
-  type WebhookPage,
-  type WebhookSearch,
-} from '../store.js';
+import type { Database, RequestLogTable } from '../schema.js';
+import type { RequestLogEntry, RequestLogQuery, UsageBucket, UsageQuery } from '../store.js';
 
-/** A company's webhooks, its request log and its usage, as the management API reads them. */
-
-/** What a read of a webhook returns (everything but the tenant and idempotency columns). */
-export const WEBHOOK_COLUMNS = ['uuid', 'integration_id', 'event', 'received_at', 'raw_body', 'headers', 'source_ip'] as const;
-
-/** The company's webhooks newest first; a search reads at most SEARCH_SCAN_ROWS rows of the range. */
-export async function listCompanyWebhooks(
-  db: Kysely<Database>,
-  types: DialectTypes,
-  companyId: string,
-  query: WebhookSearch,
-): Promise<WebhookPage> {
-  const inRange = () => {
-    let select = db.selectFrom('webhooks').where('company_id', '=', companyId);
-    if (query.integrationId !== undefined) select = select.where('integration_id', '=', query.integrationId);
-    if (query.event !== undefined) select = select.where('event', '=', query.event);
-    if (query.since !== undefined) select = select.where('received_at', '>=', query.since);
-    if (query.until !== undefined) select = select.where('received_at', '<', query.until);
-    const cursor = query.cursor;
-    if (cursor) {
-      // The first bound is implied by the second; it starts the index read at the cursor.
-      select = select
-        .where('received_at', '<=', cursor.receivedAt)
-        .where((eb) =>
-          eb.or([
-            eb('received_at', '<', cursor.receivedAt),
-            eb.and([eb('received_at', '=', cursor.receivedAt), eb('uuid', '<', cursor.uuid)]),
-          ]),
-        );
-    }
-    return select.orderBy('received_at', 'desc').orderBy('uuid', 'desc');
-  };
-
-  let select = inRange().select(WEBHOOK_COLUMNS);
-  let edge: Cursor | undefined;
-  if (query.text !== undefined) {
-    // The last row this search may read; found first, so rows that land meanwhile can only
-    // add to this page, never move its end.
-    const last = await inRange().select(['received_at', 'uuid']).limit(1).offset(SEARCH_SCAN_ROWS - 1).executeTakeFirst();
-    if (last) {
-      edge = { receivedAt: Number(last.received_at), uuid: last.uuid };
-      const bound = edge;
-      select = select
-        .where('received_at', '>=', bound.receivedAt)
-        .where((eb) =>
-          eb.or([
-            eb('received_at', '>', bound.receivedAt),
-            eb.and([eb('received_at', '=', bound.receivedAt), eb('uuid', '>=', bound.uuid)]),
-          ]),
-        );
-    }
-    select = select.where(types.binaryContainsText('raw_body', query.text));
-  }
-  const rows = await select.limit(query.limit + 1).execute();
-  const webhooks = rows.slice(0, query.limit).map(webhookOfRow);
-  const last = webhooks.at(-1);
-  const next = rows.length > query.limit && last ? { receivedAt: last.receivedAt, uuid: last.uuid } : (edge ?? null);
-  return { webhooks, next };
-}
-
-/** One webhook of the company, whichever its integration. */
-export async function getCompanyWebhook(db: Kysely<Database>, companyId: string, uuid: string): Promise<StoredWebhook | undefined> {
-  const row = await db
-    .selectFrom('webhooks')
-    .select(WEBHOOK_COLUMNS)
-    .where('company_id', '=', companyId)
-    .where('uuid', '=', uuid)
-    .executeTakeFirst();
-  return row && webhookOfRow(row);
-}
+/** A company's request log and its usage, as the management API reads them (its webhooks: webhooks.ts). */
 
 /** The company's request log, newest first. */
 export async function listCompanyRequestLog(
@@ -147,18 +67,6 @@ export async function countUsage(db: Kysely<Database>, companyId: string, query:
     failed: Number(r.failed),
     total: Number(r.total),
   }));
-}
-
-export function webhookOfRow(row: Pick<Selectable<WebhooksTable>, (typeof WEBHOOK_COLUMNS)[number]>): StoredWebhook {
-  return {
-    uuid: row.uuid,
-    integrationId: row.integration_id,
-    event: row.event,
-    receivedAt: Number(row.received_at),
-    rawBody: Buffer.from(row.raw_body),
-    headers: JSON.parse(row.headers) as Record<string, string>,
-    sourceIp: row.source_ip,
-  };
 }
 
 export function requestLogOfRow(r: Selectable<RequestLogTable>): RequestLogEntry {

@@ -6,8 +6,8 @@ import type { Database } from '../schema.js';
 import { KyselyStore } from '../kysely-store.js';
 import type { DialectTypes } from '../migrations/index.js';
 import { queryLog, type QueryObserver } from '../query-log.js';
-import type { CommitOutcome, KeyUsage, PendingWebhook, PurgeReport, RequestLogEntry } from '../store.js';
-import { SqliteCommitThread } from './commit-thread.js';
+import { SqliteThread } from './store-thread.js';
+import { ThreadedSqliteStore } from './threaded-store.js';
 
 const SQLITE_TYPES: DialectTypes = {
   binary: 'blob',
@@ -19,19 +19,25 @@ const SQLITE_TYPES: DialectTypes = {
   notifyOnInsert: async () => {},
   // instr, not LIKE: SQLite's LIKE ignores ASCII case.
   binaryContainsText: (column, needle) => sql`instr(cast(${sql.ref(column)} as text), ${needle}) > 0`,
+  binaryLength: (column) => sql<number>`length(${sql.ref(column)})`,
 };
 
 export interface SqliteStoreOptions {
   onQuery?: QueryObserver;
-  /** Commit intake batches on a worker thread (the server; see SqliteCommitThread). */
-  commitThread?: boolean;
+  /**
+   * Run intake's writes and the API's heavy reads on worker threads of their own (the
+   * server; see SqliteThread and THREAD_METHODS).
+   */
+  threads?: boolean;
+  /** A connection that refuses to write (`query_only`): the read thread's. */
+  readOnly?: boolean;
 }
 
 /**
- * Opens the embedded store. WAL lets readers (the CLI, list queries) run beside the
+ * Opens the embedded store. WAL lets readers (the read thread, the CLI) run beside the
  * writer; synchronous=FULL makes every commit reach the disk before the 202 is sent.
- * busy_timeout lets the server, its commit thread and the CLI wait for each other instead
- * of failing.
+ * busy_timeout lets the server, its threads and the CLI wait for each other instead of
+ * failing.
  */
 export function openSqliteStore(path: string, options: SqliteStoreOptions = {}): KyselyStore {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -40,50 +46,13 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   database.pragma('synchronous = FULL');
   database.pragma('busy_timeout = 5000');
   database.pragma('foreign_keys = ON');
+  if (options.readOnly) database.pragma('query_only = ON');
   const db = new Kysely<Database>({ dialect: new IntakeSqliteDialect(database), log: queryLog(options.onQuery) });
   // A second connection to an in-memory database would be another database.
-  if (options.commitThread && path !== ':memory:') return new ThreadedSqliteStore(db, new SqliteCommitThread(path));
+  if (options.threads && path !== ':memory:') {
+    return new ThreadedSqliteStore(db, SQLITE_TYPES, new SqliteThread(path, 'commit'), new SqliteThread(path, 'read'));
+  }
   return new KyselyStore('sqlite', db, SQLITE_TYPES);
-}
-
-/** The embedded store with intake's writes (commits, last use, retention) on a thread of their own. */
-class ThreadedSqliteStore extends KyselyStore {
-  constructor(
-    db: Kysely<Database>,
-    private readonly commitThread: SqliteCommitThread,
-  ) {
-    super('sqlite', db, SQLITE_TYPES);
-  }
-
-  /** The thread starts once the schema exists, so it is ready before the first webhook. */
-  override async migrate(): Promise<string[]> {
-    const applied = await super.migrate();
-    await this.commitThread.ping();
-    return applied;
-  }
-
-  /** Readiness covers both connections: webhooks are written on the thread's. */
-  override async ping(): Promise<void> {
-    await super.ping();
-    await this.commitThread.ping();
-  }
-
-  override commitBatch(webhooks: PendingWebhook[], logs: RequestLogEntry[]): Promise<CommitOutcome[]> {
-    return this.commitThread.commitBatch(webhooks, logs);
-  }
-
-  override recordKeyUsage(usages: KeyUsage[]): Promise<void> {
-    return this.commitThread.recordKeyUsage(usages);
-  }
-
-  override purgeExpired(now: number): Promise<PurgeReport> {
-    return this.commitThread.purgeExpired(now);
-  }
-
-  override async close(): Promise<void> {
-    await this.commitThread.close();
-    await super.close();
-  }
 }
 
 /**

@@ -1,0 +1,112 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { Store } from '../store.js';
+import {
+  detachBuffers,
+  reviveBuffers,
+  type ThreadData,
+  type ThreadMethod,
+  type ThreadReply,
+  type ThreadRequest,
+  type ThreadRole,
+} from './thread-protocol.js';
+
+interface InFlight {
+  worker: Worker;
+  resolve(result: unknown): void;
+  reject(error: Error): void;
+}
+
+/**
+ * Runs some of the store's methods on a worker thread with a connection of its own: the
+ * `commit` thread takes intake's writes, the `read` thread the API's heavy reads (see
+ * THREAD_METHODS).
+ *
+ * better-sqlite3 is synchronous: on the event loop, each batch's inserts, its commit's
+ * fsync and every WAL checkpoint, and every read of a page of webhook bodies or a payload
+ * search, stop the server from reading, parsing and answering anything else. On their own
+ * threads a batch commits and a search scans while intake goes on. WAL lets the read
+ * thread's connection (read-only) run beside the writers without waiting for them.
+ *
+ * All of intake's writes go to the commit thread, not only the commits: a write on the main
+ * connection must wait for the thread's lock, and SQLite waits by sleeping (in steps of up
+ * to 100 ms), which on the main thread stops the event loop. The API's rare changes stay
+ * on the main connection and wait for the lock like any writer (busy_timeout; both sides
+ * begin IMMEDIATE).
+ *
+ * A thread starts with its first call (the server pings both once migrations have run, so
+ * the first webhooks and reads do not wait 100-200 ms for it to load) and keeps the process
+ * alive only while a call is in flight. If it dies, the calls in flight fail (a sender gets
+ * no 202 and retries; a reader gets a 5xx) and the next call starts a new thread.
+ */
+export class SqliteThread<R extends ThreadRole> {
+  private worker: Worker | undefined;
+  private nextId = 1;
+  private readonly inFlight = new Map<number, InFlight>();
+
+  constructor(
+    private readonly path: string,
+    readonly role: R,
+  ) {}
+
+  /** Runs the store's `method` on the thread and resolves with its result. */
+  call<M extends ThreadMethod<R>>(method: M, ...args: Parameters<Store[M]>): Promise<Awaited<ReturnType<Store[M]>>> {
+    const worker = this.worker ?? this.start();
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.inFlight.set(id, { worker, resolve: resolve as (result: unknown) => void, reject });
+      worker.ref();
+      // The caller keeps its arguments (a batch is answered after its commit): copied, not moved.
+      const request: ThreadRequest<M> = { id, method, args: detachBuffers(args) };
+      worker.postMessage(request);
+    });
+  }
+
+  /** Stops the thread; calls still in flight fail. */
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    await worker?.terminate();
+  }
+
+  private start(): Worker {
+    const workerData: ThreadData = { path: this.path, role: this.role };
+    const worker = new Worker(workerScript(), { workerData });
+    worker.unref();
+    worker.on('message', (reply: ThreadReply) => this.settle(worker, reply));
+    worker.on('error', (error) => this.failAll(worker, error));
+    worker.on('exit', (code) => this.failAll(worker, new Error(`the SQLite ${this.role} thread stopped (exit code ${code})`)));
+    this.worker = worker;
+    return worker;
+  }
+
+  private settle(worker: Worker, reply: ThreadReply): void {
+    const waiting = this.inFlight.get(reply.id);
+    if (!waiting) return;
+    this.inFlight.delete(reply.id);
+    if (![...this.inFlight.values()].some((call) => call.worker === worker)) worker.unref();
+    if ('result' in reply) waiting.resolve(reviveBuffers(reply.result));
+    else waiting.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
+  }
+
+  /** The calls on a thread that stopped fail; a thread started since keeps its own. */
+  private failAll(worker: Worker, error: Error): void {
+    if (this.worker === worker) this.worker = undefined;
+    for (const [id, call] of this.inFlight) {
+      if (call.worker !== worker) continue;
+      this.inFlight.delete(id);
+      call.reject(error);
+    }
+  }
+}
+
+/**
+ * Compiled, the worker sits beside this file. Run from the TypeScript sources (vitest), it
+ * is taken from the build in dist/, which `npm test` makes first.
+ */
+function workerScript(): URL {
+  const beside = new URL('./store-worker.js', import.meta.url);
+  if (existsSync(fileURLToPath(beside))) return beside;
+  return new URL('../../../dist/store/sqlite/store-worker.js', import.meta.url);
+}

@@ -1,0 +1,88 @@
+import type { Store } from '../store.js';
+
+/**
+ * What each SQLite worker thread may run: the store's own methods, by name, so a call on the
+ * thread is the same code as on the event loop. The worker refuses any other method, and
+ * the threaded store delegates exactly these.
+ */
+export const THREAD_METHODS = {
+  /** The writes intake makes all the time (not the API's rare changes), and a ping. */
+  commit: ['commitBatch', 'recordKeyUsage', 'purgeExpired', 'ping'],
+  /**
+   * The reads whose cost grows with what they read: webhooks (bodies), the request log,
+   * usage, the audit log, key callers and counts. Sign-in, sessions and key lookups stay on
+   * the event loop: they are one indexed row each, and intake waits on them.
+   */
+  read: [
+    'listWebhooks',
+    'getWebhook',
+    'listRequestLog',
+    'listCompanyWebhooks',
+    'exportCompanyWebhooks',
+    'getCompanyWebhook',
+    'listCompanyWebhookHeads',
+    'getCompanyWebhookHead',
+    'getCompanyWebhookSummaries',
+    'listCompanyRequestLog',
+    'countUsage',
+    'listAuditLog',
+    'listKeyCallers',
+    'countKeyRequests',
+    'ping',
+  ],
+} as const satisfies Record<string, ReadonlyArray<keyof Store>>;
+
+export type ThreadRole = keyof typeof THREAD_METHODS;
+export type ThreadMethod<R extends ThreadRole = ThreadRole> = (typeof THREAD_METHODS)[R][number];
+
+export interface ThreadRequest<M extends ThreadMethod = ThreadMethod> {
+  id: number;
+  method: M;
+  args: Parameters<Store[M]>;
+}
+
+export type ThreadReply =
+  | { id: number; result: unknown }
+  | { id: number; error: { message: string; code: string | undefined } };
+
+/** What a worker is started with. */
+export interface ThreadData {
+  path: string;
+  role: ThreadRole;
+}
+
+/**
+ * A value ready to post: every Buffer that is a view of a larger ArrayBuffer (Node pools
+ * small allocations, drivers slice) is copied to one of its own size, since posting a view
+ * copies its whole underlying buffer. With `transfer`, the buffers are listed there to be
+ * moved rather than copied (only by a sender that no longer needs them).
+ */
+export function detachBuffers<T>(value: T, transfer?: ArrayBuffer[]): T {
+  return walk(value, (bytes) => {
+    const whole = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : ownCopy(bytes);
+    if (transfer) transfer.push(whole.buffer as ArrayBuffer);
+    return whole;
+  }) as T;
+}
+
+/** A posted value as it was sent: bytes arrive as plain Uint8Arrays, and the driver and the code expect Buffers. */
+export function reviveBuffers<T>(value: T): T {
+  return walk(value, (bytes) => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))) as T;
+}
+
+/** Buffer.alloc, unlike Buffer.from, never hands out a slice of the shared pool. */
+function ownCopy(bytes: Uint8Array): Buffer {
+  const copy = Buffer.alloc(bytes.byteLength);
+  copy.set(bytes);
+  return copy;
+}
+
+/** Rebuilds arrays and plain objects, passing each byte array through `bytes`; anything else as is. */
+function walk(value: unknown, bytes: (value: Uint8Array) => Uint8Array): unknown {
+  if (value instanceof Uint8Array) return bytes(value);
+  if (Array.isArray(value)) return value.map((item) => walk(item, bytes));
+  if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, walk(item, bytes)]));
+  }
+  return value;
+}

@@ -1,0 +1,102 @@
+import type { Kysely } from 'kysely';
+import { KyselyStore } from '../kysely-store.js';
+import type { DialectTypes } from '../migrations/index.js';
+import type { Database } from '../schema.js';
+import type { Store } from '../store.js';
+import type { SqliteThread } from './store-thread.js';
+import type { ThreadMethod } from './thread-protocol.js';
+
+type Args<M extends ThreadMethod> = Parameters<Store[M]>;
+
+/**
+ * The embedded store as the server runs it: intake's writes (commits, last use, retention)
+ * on the commit thread, the API's heavy reads on the read thread (THREAD_METHODS lists
+ * both), everything else on the event loop's connection.
+ */
+export class ThreadedSqliteStore extends KyselyStore {
+  constructor(
+    db: Kysely<Database>,
+    types: DialectTypes,
+    private readonly commitThread: SqliteThread<'commit'>,
+    private readonly readThread: SqliteThread<'read'>,
+  ) {
+    super('sqlite', db, types);
+  }
+
+  /** The threads start once the schema exists, so they are ready before the first webhook or read. */
+  override async migrate(): Promise<string[]> {
+    const applied = await super.migrate();
+    await this.pingThreads();
+    return applied;
+  }
+
+  /** Readiness covers every connection: webhooks are written on the commit thread's. */
+  override async ping(): Promise<void> {
+    await super.ping();
+    await this.pingThreads();
+  }
+
+  private async pingThreads(): Promise<void> {
+    await Promise.all([this.commitThread.call('ping'), this.readThread.call('ping')]);
+  }
+
+  override async close(): Promise<void> {
+    await Promise.all([this.commitThread.close(), this.readThread.close()]);
+    await super.close();
+  }
+
+  // --- the commit thread ---
+  override commitBatch(...args: Args<'commitBatch'>) {
+    return this.commitThread.call('commitBatch', ...args);
+  }
+  override recordKeyUsage(...args: Args<'recordKeyUsage'>) {
+    return this.commitThread.call('recordKeyUsage', ...args);
+  }
+  override purgeExpired(...args: Args<'purgeExpired'>) {
+    return this.commitThread.call('purgeExpired', ...args);
+  }
+
+  // --- the read thread ---
+  override listWebhooks(...args: Args<'listWebhooks'>) {
+    return this.readThread.call('listWebhooks', ...args);
+  }
+  override getWebhook(...args: Args<'getWebhook'>) {
+    return this.readThread.call('getWebhook', ...args);
+  }
+  override listRequestLog(...args: Args<'listRequestLog'>) {
+    return this.readThread.call('listRequestLog', ...args);
+  }
+  override listCompanyWebhooks(...args: Args<'listCompanyWebhooks'>) {
+    return this.readThread.call('listCompanyWebhooks', ...args);
+  }
+  override exportCompanyWebhooks(...args: Args<'exportCompanyWebhooks'>) {
+    return this.readThread.call('exportCompanyWebhooks', ...args);
+  }
+  override getCompanyWebhook(...args: Args<'getCompanyWebhook'>) {
+    return this.readThread.call('getCompanyWebhook', ...args);
+  }
+  override listCompanyWebhookHeads(...args: Args<'listCompanyWebhookHeads'>) {
+    return this.readThread.call('listCompanyWebhookHeads', ...args);
+  }
+  override getCompanyWebhookHead(...args: Args<'getCompanyWebhookHead'>) {
+    return this.readThread.call('getCompanyWebhookHead', ...args);
+  }
+  override getCompanyWebhookSummaries(...args: Args<'getCompanyWebhookSummaries'>) {
+    return this.readThread.call('getCompanyWebhookSummaries', ...args);
+  }
+  override listCompanyRequestLog(...args: Args<'listCompanyRequestLog'>) {
+    return this.readThread.call('listCompanyRequestLog', ...args);
+  }
+  override countUsage(...args: Args<'countUsage'>) {
+    return this.readThread.call('countUsage', ...args);
+  }
+  override listAuditLog(...args: Args<'listAuditLog'>) {
+    return this.readThread.call('listAuditLog', ...args);
+  }
+  override listKeyCallers(...args: Args<'listKeyCallers'>) {
+    return this.readThread.call('listKeyCallers', ...args);
+  }
+  override countKeyRequests(...args: Args<'countKeyRequests'>) {
+    return this.readThread.call('countKeyRequests', ...args);
+  }
+}
