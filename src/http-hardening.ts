@@ -135,7 +135,9 @@ const CLIENT_ERROR_ANSWERS = {
  */
 export function clientErrorHandler(this: { log: FastifyBaseLogger }, error: Error & { code?: string }, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
-  this.log.debug({ err: error }, 'client error');
+  // Not the error itself: Node's parse errors carry `rawPacket`, the request's bytes as
+  // received, with whatever keys, cookies and passwords they hold.
+  this.log.debug({ code: error.code, message: error.message }, 'client error');
   // A timeout in the middle of an answer cannot start another one.
   const inProgress = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
   if (socket.writable && !inProgress?.headersSent) {

@@ -1,11 +1,16 @@
+import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
+import { fieldWithNul } from '../src/domain/text.js';
+import { MAX_NESTING_DEPTH } from '../src/domain/webhook-body.js';
 import { buildTestApp, sendWebhook, type TestApp, type TestTenant } from './helpers.js';
-import { managementKey } from './support/api.js';
+import { managementKey, member } from './support/api.js';
+import { exchange, openConnection } from './support/raw-http.js';
 
 /**
  * HTTP hardening (issue 7, item 7): the security headers on every API and intake answer,
  * successes and errors alike, a policy of its own for the API reference page, the panel's
- * own headers left alone, and no internals in a 500.
+ * own headers left alone, no internals in a 500, and no key repeated in an error (issue 13,
+ * finding 11).
  */
 
 let t: TestApp;
@@ -123,7 +128,9 @@ describe('no internals in a 500', () => {
   }
 
   test('an intake read whose store throws', async () => {
+    // Whichever read the route makes.
     vi.spyOn(t.store, 'listWebhooks').mockImplementation(async () => failing());
+    vi.spyOn(t.store, 'listCompanyWebhooks').mockImplementation(async () => failing());
     expectBare500(
       await t.app.inject({ method: 'GET', url: `/api/webhooks/${tenant.integrationKey}`, headers: { 'x-api-key': tenant.apiKey } }),
     );
@@ -132,5 +139,100 @@ describe('no internals in a 500', () => {
   test('an /api/v1 route whose store throws', async () => {
     vi.spyOn(t.store, 'getIntegration').mockImplementation(async () => failing());
     expectBare500(await t.app.inject({ method: 'GET', url: `/api/v1/integrations/${tenant.integrationId}`, headers: keyHeaders }));
+  });
+});
+
+describe('deep JSON on /api/v1 (issue 13, finding 9)', () => {
+  const nested = (depth: number, inner = '1') => `${'['.repeat(depth)}${inner}${']'.repeat(depth)}`;
+  const post = (url: string, payload: string, headers: Record<string, string> = {}) =>
+    t.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json', ...headers }, payload });
+
+  test("a body nested deeper than intake's limit is a 400, on sign-in and on a change, and nothing is logged as a failure", async () => {
+    const logged = vi.spyOn(t.app.log, 'error');
+    for (const payload of [nested(5000), `{"email":"a@example.com","password":${nested(5000)}}`, '{"a":'.repeat(5000) + '1' + '}'.repeat(5000)]) {
+      for (const response of [await post('/api/v1/auth/login', payload), await post('/api/v1/integrations', payload, keyHeaders)]) {
+        expect(response.statusCode, response.body).toBe(400);
+        expect(response.json()).toMatchObject({ error: 'Invalid JSON', code: 'invalid_json' });
+        expect(response.json<{ message: string }>().message).toContain(String(MAX_NESTING_DEPTH));
+      }
+    }
+    expect(logged).not.toHaveBeenCalled();
+  });
+
+  test('a body within the limit is read as before, and prototype keys are still refused', async () => {
+    const within = await post('/api/v1/integrations', `{"name":"Deep but fine","extra":${nested(MAX_NESTING_DEPTH - 1)}}`, keyHeaders);
+    expect(within.statusCode, within.body).toBe(201);
+    for (const poisoned of ['{"name":"x","__proto__":{"admin":true}}', '{"name":"x","constructor":{"prototype":{"admin":true}}}']) {
+      const response = await post('/api/v1/integrations', poisoned, keyHeaders);
+      expect(response.statusCode, poisoned).toBe(400);
+      expect(response.json()).toMatchObject({ code: 'invalid_json' });
+    }
+    expect(({} as Record<string, unknown>).admin).toBeUndefined();
+  });
+
+  test('the NUL check walks any depth without recursion', () => {
+    let deep: unknown = 'nul\u0000';
+    for (let i = 0; i < 100_000; i++) deep = i % 2 === 0 ? [deep] : { k: deep };
+    expect(fieldWithNul(deep)).toMatch(/^k\[0\]\.k/);
+    expect(fieldWithNul({ a: 'x', b: [{ c: 'ok' }, { 'd\u0000': 1 }], e: 'nul\u0000' })).toBe('b[1]');
+    expect(fieldWithNul({ a: ['x', 'y\u0000'], b: 'nul\u0000' })).toBe('a[1]');
+    expect(fieldWithNul('nul\u0000')).toBe('body');
+    expect(fieldWithNul({ a: [1, { b: 'fine' }] })).toBeUndefined();
+  });
+});
+
+describe('no error repeats a key', () => {
+  const sockets: Socket[] = [];
+  let port: number;
+  let owner: Awaited<ReturnType<typeof member>>;
+  beforeAll(async () => {
+    owner = await member(t, tenant.companyId, 'owner');
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    port = (t.app.server.address() as AddressInfo).port;
+  });
+  afterEach(() => {
+    for (const socket of sockets.splice(0)) socket.destroy();
+  });
+
+  /** One request written by hand over TCP, so the URL reaches the server exactly as typed. */
+  async function raw(method: string, path: string, headers: Record<string, string> = {}, body?: string) {
+    const lines = [`${method} ${path} HTTP/1.1`, 'Host: localhost', ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`)];
+    if (body !== undefined) lines.push('Content-Type: application/json', `Content-Length: ${Buffer.byteLength(body)}`);
+    return exchange(await openConnection(port, sockets), `${lines.join('\r\n')}\r\n\r\n${body ?? ''}`);
+  }
+
+  test('a key pasted into a path, a query, a header or a body is never in the 4xx that refuses it', async () => {
+    const key = tenant.apiKey;
+    const secretPart = key.slice('whk_dev_'.length);
+    const encoded = [...key].map((c) => `%${c.charCodeAt(0).toString(16).padStart(2, '0')}`).join('');
+    const manage = { 'x-api-key': keyHeaders['x-api-key']! };
+    const cases: Array<[string, ReturnType<typeof raw>]> = [
+      ['a bad escape after the key', raw('POST', `/api/webhooks/${key}%`, { 'x-api-key': key })],
+      ['a malformed escape after the key', raw('GET', `/api/webhooks/${key}%zz`)],
+      ['a percent-encoded key and a bad escape', raw('GET', `/api/webhooks/${encoded}%`)],
+      ['the key without its prefix and a bad escape, the key sent too', raw('GET', `/api/webhooks/${secretPart}%`, { 'x-api-key': key })],
+      ['an over-long segment', raw('GET', `/api/webhooks/${key}${'a'.repeat(200)}`, { 'x-api-key': key })],
+      ['a bad escape under /api/v1', raw('GET', `/api/v1/integrations/${key}%`, manage)],
+      ['a key as an id', raw('GET', `/api/v1/integrations/${key}`, manage)],
+      ['a key in an unknown path', raw('GET', `/nowhere/${key}?key=${key}`)],
+      ['a key in the query', raw('GET', `/api/v1/webhooks?integration_id=${key}&since=${key}`, manage)],
+      ['a key as the company', raw('GET', '/api/v1/integrations', { cookie: owner.cookie, 'x-company-id': key })],
+      // Adding a member by email, or inviting them, whichever this version offers: its 400 names the email.
+      ['a key as an email', raw('POST', '/api/v1/members', owner.change, JSON.stringify({ email: key, role: 'viewer' }))],
+      ['a key as an email to invite', raw('POST', '/api/v1/invitations', owner.change, JSON.stringify({ email: key, role: 'viewer' }))],
+      ['a key as a field name', raw('POST', '/api/v1/integrations', manage, JSON.stringify({ name: 'x', [key]: { [key]: 'nul\u0000' } }))],
+    ];
+    const leaks: string[] = [];
+    for (const [what, pending] of cases) {
+      const response = await pending;
+      expect(response.status, `${what}: ${response.body}`).toBeGreaterThanOrEqual(400);
+      expect(response.status, `${what}: ${response.body}`).toBeLessThan(500);
+      expect(JSON.parse(response.body), what).toMatchObject({ error: expect.any(String), message: expect.any(String) });
+      // Percent-escapes decoded too: a key echoed as the URL spelled it is still the key.
+      const unescaped = response.body.replace(/%([0-9a-f]{2})/gi, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+      const shown = `${response.body}\n${unescaped}`;
+      if ([key, secretPart, key.slice(-20)].some((needle) => shown.includes(needle))) leaks.push(`${what}: ${response.body}`);
+    }
+    expect(leaks).toEqual([]);
   });
 });

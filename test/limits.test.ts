@@ -206,6 +206,35 @@ describe('AuthFailureLimiter', () => {
     expect(limiter.retryAfterSeconds('203.0.113.1')).toBe(0);
   });
 
+  test('of its refusals, the first of an address at each integration in each window is logged; the rest are counted', () => {
+    let now = 1_000_000;
+    const limiter = new AuthFailureLimiter(2, 60_000, () => now);
+    const block = (ip: string) => {
+      for (let i = 0; i < 2; i++) limiter.recordFailure(ip);
+      expect(limiter.retryAfterSeconds(ip)).toBeGreaterThan(0);
+    };
+    block('203.0.113.1');
+    expect(limiter.logsRefusal('203.0.113.1', 'int_a')).toBe(true);
+    for (let i = 0; i < 1000; i++) expect(limiter.logsRefusal('203.0.113.1', 'int_a')).toBe(false);
+    expect(limiter.logsRefusal('203.0.113.1', 'int_b')).toBe(true);
+    expect(limiter.logsRefusal('203.0.113.1', 'int_b')).toBe(false);
+    block('2001:db8:5::1');
+    expect(limiter.logsRefusal('2001:db8:5::1', 'int_a')).toBe(true);
+    // Another host of the same /64 is the same address.
+    expect(limiter.logsRefusal('2001:db8:5::2', 'int_a')).toBe(false);
+    expect(limiter.unloggedRefusals).toBe(1002);
+
+    // Until the window ends; blocked again in the next one, the first refusal is logged again.
+    now += 59_999;
+    expect(limiter.logsRefusal('203.0.113.1', 'int_a')).toBe(false);
+    now += 1;
+    expect(limiter.retryAfterSeconds('203.0.113.1')).toBe(0);
+    block('203.0.113.1');
+    expect(limiter.logsRefusal('203.0.113.1', 'int_a')).toBe(true);
+    expect(limiter.logsRefusal('203.0.113.1', 'int_a')).toBe(false);
+    expect(limiter.unloggedRefusals).toBe(1004);
+  });
+
   test('a limit of 0 turns it off', () => {
     const limiter = new AuthFailureLimiter(0, 60_000);
     for (let i = 0; i < 1000; i++) limiter.recordFailure('203.0.113.1');

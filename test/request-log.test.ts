@@ -1,3 +1,4 @@
+import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { buildApp } from '../src/app.js';
@@ -5,7 +6,7 @@ import { loadConfig } from '../src/config.js';
 import { issueApiKey } from '../src/domain/api-key.js';
 import { Management } from '../src/services/management.js';
 import type { RequestLogEntry } from '../src/store/store.js';
-import { buildTestApp, freshStore, sendWebhook, waitFor, type TestApp, type TestTenant } from './helpers.js';
+import { buildTestApp, freshStore, sendWebhook, testSecretBox, waitFor, type TestApp, type TestTenant } from './helpers.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -247,7 +248,7 @@ describe('requests to an address that names no integration', () => {
     const database = await freshStore();
     const { store, cleanup } = database;
     const config = loadConfig({ LOG_LEVEL: 'silent' });
-    const app = await buildApp({ config, store, logger: pino({ level: 'silent' }) });
+    const app = await buildApp({ config, store, logger: pino({ level: 'silent' }), secrets: testSecretBox() });
     try {
       const management = new Management(
         store,
@@ -276,6 +277,73 @@ describe('requests to an address that names no integration', () => {
     } finally {
       await app.close();
       await cleanup();
+    }
+  });
+});
+
+describe('a flood refused by the per-address limit on failed authentications (issue 13, finding 5)', () => {
+  test('over HTTP: one row per address, integration and window, the rest counted in /metrics; other rows stay', async () => {
+    const flood = await buildTestApp({ INTAKE_AUTH_FAILURE_LIMIT: '5', INTAKE_AUTH_FAILURE_WINDOW_SECONDS: '600' });
+    try {
+      const target = await flood.newTenant();
+      const sibling = await flood.newTenant({ companyId: target.companyId });
+      const stranger = await flood.newTenant();
+      await flood.app.listen({ port: 0, host: '127.0.0.1' });
+      const base = `http://127.0.0.1:${(flood.app.server.address() as AddressInfo).port}`;
+      const post = async (to: TestTenant) => {
+        const response = await fetch(`${base}/api/webhooks/${to.integrationKey}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{"event":"flood"}',
+        });
+        await response.arrayBuffer();
+        return response.status;
+      };
+      /** `count` requests to `to`, 8 at a time on kept-alive connections, as a flood would come. */
+      const burst = async (to: TestTenant, count: number) => {
+        const statuses: number[] = [];
+        let left = count;
+        await Promise.all(
+          Array.from({ length: 8 }, async () => {
+            while (left-- > 0) statuses.push(await post(to));
+          }),
+        );
+        return statuses;
+      };
+
+      for (let i = 0; i < 5; i++) expect(await post(target)).toBe(401);
+      const FLOOD = 400;
+      expect(new Set(await burst(target, FLOOD))).toEqual(new Set([429]));
+      expect(new Set(await burst(sibling, 50))).toEqual(new Set([429]));
+      // Other addresses' refusals keep a row each: a missing key, another company's key.
+      const fromElsewhere = (headers: Record<string, string>) =>
+        flood.app.inject({
+          method: 'POST',
+          url: `/api/webhooks/${target.integrationKey}`,
+          headers: { 'content-type': 'application/json', ...headers },
+          payload: '{"event":"elsewhere"}',
+          remoteAddress: '198.51.100.7',
+        });
+      expect((await fromElsewhere({})).statusCode).toBe(401);
+      expect((await fromElsewhere({ 'x-api-key': stranger.apiKey })).statusCode).toBe(403);
+
+      // Rows are written in order: once the last request's row is in, every earlier one is.
+      const rowsOf = (of: TestTenant) => flood.store.listRequestLog(of.companyId, of.integrationId, 1000);
+      await waitFor(async () => ((await rowsOf(target)).some((row) => row.status === 403) ? true : undefined), 'the request log to catch up');
+      const summary = async (of: TestTenant) => (await rowsOf(of)).map((row) => `${row.status} ${row.errorCode}`).sort();
+      expect(await summary(target)).toEqual([
+        ...Array<string>(6).fill('401 missing_api_key'),
+        '403 insufficient_permissions',
+        '429 auth_rate_limited',
+      ]);
+      expect(await summary(sibling)).toEqual(['429 auth_rate_limited']);
+      const [throttled] = (await rowsOf(target)).filter((row) => row.status === 429);
+      expect(throttled).toMatchObject({ ip: '127.0.0.1', keyId: null, method: 'POST' });
+
+      const metrics = await (await fetch(`${base}/metrics`)).text();
+      expect(Number(/^intake_auth_rate_limited_unlogged_total (\d+)$/m.exec(metrics)?.[1])).toBe(FLOOD - 1 + 50 - 1);
+    } finally {
+      await flood.close();
     }
   });
 });

@@ -1,15 +1,17 @@
-import { createHash } from 'node:crypto';
 import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyRequest } from 'fastify';
-import { SESSION_COOKIE } from '../admin/sessions.js';
 import type { AppInstance } from '../app.js';
 import { fieldWithNul } from '../domain/text.js';
+import { MAX_NESTING_DEPTH, nestingDepth } from '../domain/webhook-body.js';
 import { AppError } from '../errors.js';
+import { addressKey } from '../intake/auth-failures.js';
+import { accountRoutes } from './account.js';
 import { auditRoutes } from './audit.js';
 import { authRoutes } from './auth.js';
 import { companyRoutes } from './company.js';
 import { authenticateApi, type ApiDeps } from './context.js';
 import { integrationRoutes } from './integrations.js';
+import { invitationRoutes } from './invitations.js';
 import { keyRoutes } from './keys.js';
 import { managementKeyRoutes } from './management-keys.js';
 import { memberRoutes } from './members.js';
@@ -21,26 +23,44 @@ import { webhookRoutes } from './webhooks.js';
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 const REQUESTS_PER_MINUTE = 1200;
 
-/** Who a request counts against: a hash of its key or session, never the secret itself. */
+/**
+ * Who a request counts against: the management key or the person it authenticated as,
+ * else its address (an IPv6 one by its /64). Never what the request merely carries: a
+ * made-up cookie or key on each request would be a fresh allowance each time.
+ */
 function callerKey(request: FastifyRequest): string {
-  const secret = request.headers['x-api-key'] ?? request.cookies[SESSION_COOKIE];
-  if (typeof secret !== 'string' || secret === '') return `ip:${request.ip}`;
-  return `secret:${createHash('sha256').update(secret).digest('base64url')}`;
+  const actor = request.principal?.actor;
+  if (actor?.type === 'key' || actor?.type === 'user') return `${actor.type}:${actor.id}`;
+  return `ip:${addressKey(request.ip)}`;
 }
 
 /** Every route under /api/v1, behind one authentication hook. */
 export async function apiV1Routes(app: AppInstance, deps: ApiDeps): Promise<void> {
-  // The same limit on every route, per caller (a key, a session, else an address), with
-  // the IETF RateLimit-* headers on every answer and 429 + Retry-After past it.
+  // The same limit on every route, per caller (a management key, a person, else an
+  // address), with the IETF RateLimit-* headers and 429 + Retry-After past it. It runs
+  // after the authentication hook (onRequest), so it knows who the caller is; requests
+  // refused there never reach it, and meet the per-address limit on failed authentications.
   await app.register(fastifyRateLimit, {
     max: REQUESTS_PER_MINUTE,
     timeWindow: 60_000,
+    hook: 'preParsing',
     enableDraftSpec: true,
     keyGenerator: (request) => callerKey(request),
     errorResponseBuilder: (_request, context) =>
       new AppError('rate_limited', `At most ${context.max} API requests a minute; retry later.`, {
         retryAfterSeconds: Math.max(1, Math.ceil(context.ttl / 1000)),
       }),
+  });
+  // Fastify's JSON parser (its __proto__ and constructor checks kept) behind intake's depth
+  // rule: a deeper body is a 400 before it is parsed, so nothing walking it can overflow.
+  const parseJson = app.getDefaultJsonParser(app.initialConfig.onProtoPoisoning ?? 'error', app.initialConfig.onConstructorPoisoning ?? 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body: string, done) => {
+    if (nestingDepth(body) > MAX_NESTING_DEPTH) {
+      done(new AppError('invalid_json', `The request body nests deeper than ${MAX_NESTING_DEPTH} levels.`), undefined);
+      return;
+    }
+    parseJson(request, body, done);
   });
   app.decorateRequest('principal', null);
   app.addHook('onRequest', authenticateApi(deps));
@@ -57,6 +77,7 @@ export async function apiV1Routes(app: AppInstance, deps: ApiDeps): Promise<void
   });
 
   await authRoutes(app, deps);
+  await accountRoutes(app, deps);
   await integrationRoutes(app, deps);
   // --- keys and management keys ---
   await keyRoutes(app, deps);
@@ -68,6 +89,7 @@ export async function apiV1Routes(app: AppInstance, deps: ApiDeps): Promise<void
   await usageRoutes(app, deps);
   // --- members, company settings, audit log ---
   await memberRoutes(app, deps);
+  await invitationRoutes(app, deps);
   await companyRoutes(app, deps);
   await auditRoutes(app, deps);
 }

@@ -1,8 +1,10 @@
 import { Type } from 'typebox';
 import type { AppInstance } from '../app.js';
+import { issuableIntegrationScopes } from '../domain/permissions.js';
 import { AppError } from '../errors.js';
 import type { Integration } from '../store/store.js';
 import { managementFor, noContent, principalOf, type ApiDeps } from './context.js';
+import { IntegrationKeyScopes } from './keys.js';
 import { ERROR_RESPONSES, Id, NullableInteger, Page, PageQuery, Timestamp, iso, pageOf } from './schemas.js';
 
 const MAX_BODY_LIMIT = 16 * 1024 * 1024;
@@ -72,13 +74,14 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
       schema: {
         tags,
         summary: 'Create an integration',
-        description: 'Returns the integration and its first API key. The key is shown only in this answer.',
+        description: 'Returns the integration and its first API key, with `scopes` as asked (see the keys). The key is shown only in this answer.',
         body: Type.Object({
           name: Editable.name,
           description: Type.Optional(Editable.description),
           enabled: Type.Optional(Type.Boolean({ default: true, description: 'false: created disabled, refusing webhooks until enabled.' })),
           body_limit_bytes: Type.Optional(Editable.body_limit_bytes),
           rate_limit_per_minute: Type.Optional(Editable.rate_limit_per_minute),
+          scopes: Type.Optional(IntegrationKeyScopes),
         }),
         response: {
           201: Type.Object({
@@ -91,7 +94,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
       },
     },
     async (request, reply) => {
-      const { companyId } = principalOf(request);
+      const { companyId, permissions } = principalOf(request);
       const body = request.body;
       const created = await managementFor(deps, request).createIntegration(companyId, {
         name: body.name,
@@ -99,6 +102,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
         enabled: body.enabled,
         bodyLimitBytes: body.body_limit_bytes,
         rateLimitPerMinute: body.rate_limit_per_minute,
+        keyScopes: issuableIntegrationScopes(permissions, body.scopes),
       });
       return reply.code(201).send({ integration: presentIntegration(deps, created.integration, null), api_key: created.apiKey, key_id: created.keyId });
     },

@@ -1,6 +1,7 @@
 import { Type } from 'typebox';
 import type { AppInstance } from '../app.js';
-import { DEFAULT_ROTATION_GRACE_SECONDS, MAX_ROTATION_GRACE_SECONDS, keyStatus } from '../domain/api-key.js';
+import { DEFAULT_ROTATION_GRACE_SECONDS, INTEGRATION_SCOPES, MAX_ROTATION_GRACE_SECONDS, keyStatus } from '../domain/api-key.js';
+import { issuableIntegrationScopes } from '../domain/permissions.js';
 import { AppError } from '../errors.js';
 import type { KeyDetails } from '../store/store.js';
 import { managementFor, principalOf, type ApiDeps } from './context.js';
@@ -27,7 +28,9 @@ export const KeyCommon = {
 export const IntegrationKeySchema = Type.Object(
   {
     ...KeyCommon,
-    scopes: Type.Array(Type.String(), { description: 'webhooks:write and webhooks:read, for its integration only.' }),
+    scopes: Type.Array(Type.String(), {
+      description: 'webhooks:write (send webhooks) and, when issued so, webhooks:read (read them back); for its integration only.',
+    }),
     last_used_at: NullableTimestamp,
     last_used_ip: Type.Union([Type.String(), Type.Null()]),
     requests_24h: Type.Integer({ description: 'Requests to the integration’s address with this key in the last 24 hours, refused ones too.' }),
@@ -36,6 +39,15 @@ export const IntegrationKeySchema = Type.Object(
 );
 
 export const ShownOnce = Type.String({ description: 'The whole key, shown only in this answer: store it now.' });
+/** What a new integration key may do, as asked for when it is issued. */
+export const IntegrationKeyScopes = Type.Array(Type.Union(INTEGRATION_SCOPES.map((scope) => Type.Literal(scope))), {
+  minItems: 1,
+  maxItems: 10,
+  description:
+    'What the key may do: webhooks:write (send) and webhooks:read (read the webhooks back through its address). ' +
+    'webhooks:read needs a caller who may read logs (logs:read), else 403. Default: both when the caller may read logs, webhooks:write alone otherwise. ' +
+    'A sender needs only webhooks:write.',
+});
 export const KeyName = Type.String({ maxLength: 200, description: 'What the key is for (who uses it).' });
 const IntegrationParams = Type.Object({ integration_id: Id('int') });
 const IntegrationKeyParams = Type.Object({ integration_id: Id('int'), key_id: Id('key') });
@@ -102,6 +114,7 @@ export async function keyRoutes(app: AppInstance, deps: ApiDeps): Promise<void> 
         body: Type.Object({
           name: Type.Optional(KeyName),
           expires_at: Type.Optional(Type.String({ format: 'date-time', description: 'When the key stops working; never when absent.' })),
+          scopes: Type.Optional(IntegrationKeyScopes),
         }),
         response: { 201: Type.Object({ key: IntegrationKeySchema, api_key: ShownOnce }), ...ERROR_RESPONSES },
       },
@@ -109,10 +122,11 @@ export async function keyRoutes(app: AppInstance, deps: ApiDeps): Promise<void> 
     async (request, reply) => {
       const { companyId } = principalOf(request);
       const integrationId = request.params.integration_id;
-      const { name, expires_at } = request.body;
+      const { name, expires_at, scopes } = request.body;
       const created = await managementFor(deps, request).createIntegrationKey(companyId, integrationId, {
         name,
         expiresAt: expires_at === undefined ? null : parseTime(expires_at, 'expires_at'),
+        scopes: issuableIntegrationScopes(principalOf(request).permissions, scopes),
       });
       return reply.code(201).send({ key: await presentOne(companyId, integrationId, created.id), api_key: created.apiKey });
     },
@@ -139,6 +153,7 @@ export async function keyRoutes(app: AppInstance, deps: ApiDeps): Promise<void> 
                 description: `How long the old keys keep working: 0 (stop now) to 604800 (7 days); ${DEFAULT_ROTATION_GRACE_SECONDS} when absent.`,
               }),
             ),
+            scopes: Type.Optional(IntegrationKeyScopes),
           }),
           Type.Null(),
         ]),
@@ -156,7 +171,8 @@ export async function keyRoutes(app: AppInstance, deps: ApiDeps): Promise<void> 
       const { companyId } = principalOf(request);
       const integrationId = request.params.integration_id;
       const grace = request.body?.grace_seconds ?? DEFAULT_ROTATION_GRACE_SECONDS;
-      const rotated = await managementFor(deps, request).rotateIntegrationKey(companyId, integrationId, grace);
+      const scopes = issuableIntegrationScopes(principalOf(request).permissions, request.body?.scopes);
+      const rotated = await managementFor(deps, request).rotateIntegrationKey(companyId, integrationId, grace, scopes);
       return reply.code(201).send({
         key: await presentOne(companyId, integrationId, rotated.id),
         api_key: rotated.apiKey,
@@ -188,13 +204,15 @@ export async function keyRoutes(app: AppInstance, deps: ApiDeps): Promise<void> 
   app.get(
     '/integrations/:integration_id/keys/:key_id/callers',
     {
-      config: { permission: 'integrations:read' },
+      // Senders' addresses and user agents come from the request log: reading them is reading logs.
+      config: { permission: 'logs:read' },
       schema: {
         tags,
         summary: 'Who uses a key',
         description:
           'The distinct senders (IP and user agent) of requests with this key to the integration’s address in the last 7 days, ' +
-          'most recent first: during a rotation’s grace period, who still has to switch to the new key. Not paged: the `limit` most recent.',
+          'most recent first: during a rotation’s grace period, who still has to switch to the new key. Not paged: the `limit` most recent. ' +
+          'Needs logs:read (it comes from the request log).',
         params: IntegrationKeyParams,
         querystring: Type.Object({ limit: PageQuery.limit }),
         response: {

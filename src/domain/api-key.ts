@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import type { Environment } from '../config.js';
+import { AppError } from '../errors.js';
 import { randomBase62, toBase62 } from './ids.js';
 
 /**
@@ -24,9 +25,27 @@ const TAG_OF: Record<Environment, KeyEnvironmentTag> = {
   development: 'dev',
 };
 
+/** What an integration's key may do at its address: send (write), and read its webhooks (read). */
 export const INTEGRATION_SCOPES = ['webhooks:write', 'webhooks:read'] as const;
 export const MANAGEMENT_SCOPES = ['integrations:manage', 'logs:read'] as const;
-export type Scope = (typeof INTEGRATION_SCOPES)[number] | (typeof MANAGEMENT_SCOPES)[number];
+export type IntegrationScope = (typeof INTEGRATION_SCOPES)[number];
+export type Scope = IntegrationScope | (typeof MANAGEMENT_SCOPES)[number];
+
+/**
+ * An integration key's scopes as stored: those asked for, each once, in a fixed order; all
+ * of them when none are named. Anything else (an empty list, another kind of scope) is a 400.
+ */
+export function validIntegrationScopes(requested: readonly string[] = INTEGRATION_SCOPES): IntegrationScope[] {
+  const unknown = requested.filter((scope) => !(INTEGRATION_SCOPES as readonly string[]).includes(scope));
+  if (requested.length === 0 || unknown.length > 0) {
+    throw new AppError(
+      'invalid_request',
+      `An integration key's scopes are one or more of ${INTEGRATION_SCOPES.join(', ')}${unknown.length ? `; not ${unknown.join(', ')}` : ''}.`,
+      { field: 'scopes' },
+    );
+  }
+  return INTEGRATION_SCOPES.filter((scope) => requested.includes(scope));
+}
 
 export interface IssuedKey {
   /** The whole key: shown once, never stored. */

@@ -1,4 +1,5 @@
-import type { Scope } from './api-key.js';
+import { AppError } from '../errors.js';
+import { INTEGRATION_SCOPES, type IntegrationScope, type Scope } from './api-key.js';
 
 /** What a caller of the management API may do in its company. */
 export const PERMISSIONS = [
@@ -34,4 +35,21 @@ export const SCOPE_PERMISSIONS: Partial<Record<Scope, readonly Permission[]>> = 
 
 export function permissionsOfScopes(scopes: readonly Scope[]): Set<Permission> {
   return new Set(scopes.flatMap((scope) => SCOPE_PERMISSIONS[scope] ?? []));
+}
+
+/**
+ * The scopes of an integration key issued by a caller holding `permissions`: those it asks
+ * for, or by default all it may give. Reading webhooks with the key is reading logs, so
+ * only a caller who may read logs (logs:read) gives webhooks:read; asking for it without
+ * is a 403. Whoever may manage integrations may give webhooks:write.
+ */
+export function issuableIntegrationScopes(permissions: ReadonlySet<Permission>, requested?: readonly IntegrationScope[]): IntegrationScope[] {
+  const issuable = INTEGRATION_SCOPES.filter((scope) => scope !== 'webhooks:read' || permissions.has('logs:read'));
+  if (requested === undefined) return issuable;
+  if (requested.some((scope) => !issuable.includes(scope))) {
+    throw new AppError('insufficient_permissions', 'A key with webhooks:read can only be issued by a caller who may read logs (logs:read).', {
+      field: 'scopes',
+    });
+  }
+  return [...requested];
 }

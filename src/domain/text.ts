@@ -7,16 +7,40 @@ export const UNSTORABLE_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\
 /**
  * The path (`name`, `scopes[1]`) of the first string in a parsed JSON body, key or value,
  * holding U+0000; undefined when there is none. Checked before a request body reaches
- * the store, so it is a 400 rather than a database error.
+ * the store, so it is a 400 rather than a database error. Walks with a stack of its own,
+ * not by recursion, and names the path only once found: how deep a body nests is the
+ * client's choice.
  */
-export function fieldWithNul(value: unknown, path = ''): string | undefined {
-  if (typeof value === 'string') return value.includes('\u0000') ? path || 'body' : undefined;
-  if (typeof value !== 'object' || value === null) return undefined;
-  const entries = Array.isArray(value) ? value.map((item, i) => [`${path}[${i}]`, item] as const) : Object.entries(value).map(([key, item]) => [path ? `${path}.${key}` : key, item] as const);
-  for (const [name, item] of entries) {
-    if (name.includes('\u0000')) return path || 'body';
-    const found = fieldWithNul(item, name);
-    if (found !== undefined) return found;
+export function fieldWithNul(body: unknown): string | undefined {
+  // In document order: a node is checked, then its children from the first.
+  const pending: PathNode[] = [{ value: body, step: '', parent: undefined }];
+  for (let node = pending.pop(); node !== undefined; node = pending.pop()) {
+    if (node.step.includes('\u0000')) return pathOf(node.parent);
+    const { value } = node;
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) return pathOf(node);
+      continue;
+    }
+    if (typeof value !== 'object' || value === null) continue;
+    const children = Array.isArray(value)
+      ? value.map((item: unknown, i) => ({ value: item, step: `[${i}]`, parent: node }))
+      : Object.entries(value).map(([key, item]: [string, unknown]) => ({ value: item, step: `.${key}`, parent: node }));
+    for (let i = children.length - 1; i >= 0; i--) pending.push(children[i]!);
   }
   return undefined;
+}
+
+interface PathNode {
+  value: unknown;
+  /** `.key` or `[index]`: the way here from the parent; '' at the top. */
+  step: string;
+  parent: PathNode | undefined;
+}
+
+/** `a.b[2].c`, or `body` for the top of the document. */
+function pathOf(node: PathNode | undefined): string {
+  const steps: string[] = [];
+  for (let at = node; at !== undefined; at = at.parent) steps.push(at.step);
+  const path = steps.reverse().join('');
+  return (path.startsWith('.') ? path.slice(1) : path) || 'body';
 }

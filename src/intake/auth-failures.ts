@@ -1,6 +1,9 @@
 import { isIPv6 } from 'node:net';
 import { FailureWindows } from '../domain/failure-windows.js';
 
+/** Refusals remembered at most (an address at an integration each); past it the oldest are forgotten. */
+const MAX_REFUSALS_TRACKED = 100_000;
+
 /**
  * The per-address limit on failed authentications (a missing or invalid API key) at the
  * webhook addresses. An address past it is refused before any key is looked up, so guessing
@@ -9,12 +12,19 @@ import { FailureWindows } from '../domain/failure-windows.js';
  */
 export class AuthFailureLimiter {
   private readonly windows: FailureWindows;
+  /**
+   * Per address and place (an integration), when the block whose first refusal there was
+   * logged ends; in the order they were logged.
+   */
+  private readonly loggedRefusals = new Map<string, number>();
+  /** Refusals left out of the request log: not their address's first at that place in its window. */
+  unloggedRefusals = 0;
 
   constructor(
     /** Failures per window and address; 0 turns the limit off. */
     private readonly limit: number,
     windowMs: number,
-    now: () => number = Date.now,
+    private readonly now: () => number = Date.now,
   ) {
     this.windows = new FailureWindows(windowMs, now);
   }
@@ -28,6 +38,30 @@ export class AuthFailureLimiter {
 
   recordFailure(ip: string): void {
     if (this.limit > 0) this.windows.count(addressKey(ip));
+  }
+
+  /**
+   * Whether this refusal of `ip` at `place` (429, auth_rate_limited) gets a request-log row:
+   * the first of its address at that place in each window does, so the company sees that
+   * the address was throttled and when; the others are only counted (unloggedRefusals).
+   * A flood of refused requests would otherwise be a row each.
+   */
+  logsRefusal(ip: string, place: string): boolean {
+    const now = this.now();
+    const address = addressKey(ip);
+    const key = `${address} ${place}`;
+    const until = this.loggedRefusals.get(key);
+    if (until !== undefined && now < until) {
+      this.unloggedRefusals++;
+      return false;
+    }
+    this.loggedRefusals.delete(key);
+    this.loggedRefusals.set(key, now + this.windows.blockedFor(address, this.limit));
+    for (const [oldest, ends] of this.loggedRefusals) {
+      if (this.loggedRefusals.size <= MAX_REFUSALS_TRACKED && ends > now) break;
+      this.loggedRefusals.delete(oldest);
+    }
+    return true;
   }
 }
 

@@ -14,9 +14,10 @@ import {
   type IntegrationRoute,
   type PendingLogEntry,
   type RequestLogEntry,
-  type StoredWebhook,
   type Store,
+  type WebhookSummary,
 } from '../store/store.js';
+import type { AuthFailureLimiter } from './auth-failures.js';
 import type { Authenticator } from './authenticate.js';
 import type { GroupCommitWriter } from './group-commit.js';
 import { keptHeaders } from './headers.js';
@@ -24,6 +25,7 @@ import type { LastUsedTracker } from './last-used.js';
 import type { RateLimiter } from './rate-limit.js';
 import { readBody } from './read-body.js';
 import { parseOptionalTime } from '../domain/time.js';
+import { PAGE_BUDGET_TEXT } from '../api/read-limits.js';
 
 export interface IntakeDeps {
   store: Store;
@@ -33,6 +35,8 @@ export interface IntakeDeps {
   lastUsed: LastUsedTracker;
   /** Requests to addresses that name no integration: counted, never stored. */
   counters: { unknownIntegrationRequests: number };
+  /** The per-address limit on failed authentications, which also says which of its refusals to log. */
+  authFailures: AuthFailureLimiter;
 }
 
 /** Both shapes of the address, forever (contract, "Sending a webhook"). */
@@ -88,28 +92,29 @@ export async function intakeRoutes(app: AppInstance, deps: IntakeDeps): Promise<
         schema: {
           tags: ['Intake'],
           summary: "List an integration's webhooks",
-          description: 'With the integration key. Newest first; `since` inclusive, `until` exclusive (ISO-8601).',
+          description:
+            'With the integration key. Newest first; `since` inclusive, `until` exclusive (ISO-8601). ' +
+            `${PAGE_BUDGET_TEXT} ${app.readLimits.describeHeavyReads()}`,
           security: [{ apiKey: [] }],
           params: IntegrationParams,
           querystring: ListQuery,
         },
       },
       async (request) => {
-        const { integration } = context(request);
+        const { companyId, id: integrationId } = context(request).integration!;
         const query = request.query;
-        const rows = await deps.store.listWebhooks(integration!.companyId, integration!.id, {
-          limit: query.limit + 1,
-          cursor: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
-          event: query.event,
-          since: parseOptionalTime(query.since, 'since'),
-          until: parseOptionalTime(query.until, 'until'),
-        });
-        const page = rows.slice(0, query.limit);
-        const last = page[page.length - 1];
-        return {
-          data: page.map(listItem),
-          next_cursor: rows.length > query.limit && last ? encodeCursor(last) : null,
-        };
+        // The management API's read, bounded in bytes as well as rows.
+        const page = await app.readLimits.read(companyId, () =>
+          deps.store.listCompanyWebhooks(companyId, {
+            integrationId,
+            limit: query.limit,
+            cursor: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
+            event: query.event,
+            since: parseOptionalTime(query.since, 'since'),
+            until: parseOptionalTime(query.until, 'until'),
+          }),
+        );
+        return { data: page.webhooks.map(listItem), next_cursor: page.next && encodeCursor(page.next) };
       },
     );
     app.get(
@@ -125,8 +130,8 @@ export async function intakeRoutes(app: AppInstance, deps: IntakeDeps): Promise<
         },
       },
       async (request) => {
-        const { integration } = context(request);
-        const webhook = await deps.store.getWebhook(integration!.companyId, integration!.id, request.params.uuid);
+        const { companyId, id: integrationId } = context(request).integration!;
+        const webhook = await deps.store.getWebhook(companyId, integrationId, request.params.uuid);
         if (!webhook) throw new AppError('not_found', 'No webhook with this uuid in this integration.');
         return {
           ...listItem(webhook),
@@ -259,7 +264,7 @@ function idempotencyKeyOf(request: FastifyRequest): string | null {
   return key;
 }
 
-function listItem(webhook: StoredWebhook) {
+function listItem(webhook: WebhookSummary) {
   const document = storedDocument(webhook.rawBody);
   return {
     uuid: webhook.uuid,
@@ -306,5 +311,9 @@ function logRequest(deps: IntakeDeps, request: FastifyRequest, reply: FastifyRep
     deps.counters.unknownIntegrationRequests++;
     return;
   }
-  if (!ctx.logged) deps.writer.submitLog(requestLogEntry(request, reply.statusCode));
+  if (ctx.logged) return;
+  // One row per address, integration and window for the per-address limit's refusals; the
+  // rest are counted in /metrics, so a flood of them cannot fill the company's log.
+  if (request.errorCode === 'auth_rate_limited' && !deps.authFailures.logsRefusal(request.ip, ctx.integration.id)) return;
+  deps.writer.submitLog(requestLogEntry(request, reply.statusCode));
 }

@@ -1,5 +1,6 @@
 import type { AppInstance } from '../app.js';
 import type { AdmissionGate } from '../intake/admission.js';
+import type { AuthFailureLimiter } from '../intake/auth-failures.js';
 import type { GroupCommitWriter } from '../intake/group-commit.js';
 import type { Store } from '../store/store.js';
 
@@ -8,6 +9,7 @@ export interface HealthDeps {
   writer: GroupCommitWriter;
   counters: { unknownIntegrationRequests: number };
   admission: AdmissionGate;
+  authFailures: AuthFailureLimiter;
 }
 
 /** Liveness, readiness and a few counters, for load balancers and monitoring. */
@@ -57,6 +59,9 @@ export async function healthRoutes(app: AppInstance, deps: HealthDeps): Promise<
         '# HELP intake_request_log_dropped_total Request-log rows of rejected requests dropped while the database fell behind.',
         '# TYPE intake_request_log_dropped_total counter',
         `intake_request_log_dropped_total ${deps.writer.droppedLogs}`,
+        '# HELP intake_auth_rate_limited_unlogged_total Requests refused with 429 auth_rate_limited beyond the first of their address at an integration in a window (counted, not in the request log).',
+        '# TYPE intake_auth_rate_limited_unlogged_total counter',
+        `intake_auth_rate_limited_unlogged_total ${deps.authFailures.unloggedRefusals}`,
         '# HELP intake_write_queue_depth Webhooks waiting for their group commit.',
         '# TYPE intake_write_queue_depth gauge',
         `intake_write_queue_depth ${deps.writer.queued}`,

@@ -199,6 +199,99 @@ describe('happy paths', () => {
   });
 });
 
+describe('scopes: who may issue a key that reads webhooks (issue 13, finding 6)', () => {
+  /** A read of the integration's webhooks with `apiKey`, as a sender would make it. */
+  const readWith = (of: { integrationKey: string }, apiKey: string) =>
+    t.app.inject({ method: 'GET', url: `/api/webhooks/${of.integrationKey}`, headers: { 'x-api-key': apiKey } });
+  const issued = async (response: Awaited<ReturnType<typeof api>>) => {
+    expect(response.statusCode, response.body).toBe(201);
+    return response.json<{ key: KeyBody; api_key: string }>();
+  };
+
+  test('a management key with integrations:manage alone issues write-only keys, by each route: they send, never read', async () => {
+    const manageOnly = await managementKey(t, tenant.companyId, ['integrations:manage']);
+    const of = await sibling();
+    expect((await send(of, of.apiKey)).statusCode).toBe(202);
+
+    const created = await api('POST', '/integrations', manageOnly, { name: 'Made by a manage-only key' });
+    expect(created.statusCode, created.body).toBe(201);
+    const integration = created.json<{ integration: { id: string; integration_key: string }; api_key: string; key_id: string }>();
+    const first = { integrationKey: integration.integration.integration_key, integrationId: integration.integration.id, apiKey: integration.api_key };
+    const added = await issued(await api('POST', keysOf(of.integrationId), manageOnly, { name: 'sender' }));
+    const rotated = await issued(await api('POST', `${keysOf(of.integrationId)}/rotate`, manageOnly, { grace_seconds: 3600 }));
+
+    for (const [what, target, apiKey] of [
+      ['the first key of an integration it created', first, first.apiKey],
+      ['a key it added', of, added.api_key],
+      ['a key it rotated in', of, rotated.api_key],
+    ] as const) {
+      expect((await sendWebhook(t.app, target.integrationKey, { apiKey })).statusCode, what).toBe(202);
+      const read = await readWith(target, apiKey);
+      expect(read.statusCode, what).toBe(403);
+      expect(read.json(), what).toMatchObject({ error: 'Insufficient permissions' });
+    }
+    const listed = await listKeys(of);
+    for (const id of [added.key.id, rotated.key.id]) expect(listed.get(id)?.scopes).toEqual(['webhooks:write']);
+    expect((await listKeys(first as TestTenant)).get(integration.key_id)?.scopes).toEqual(['webhooks:write']);
+    expect(added.key.scopes).toEqual(['webhooks:write']);
+  });
+
+  test('asking for webhooks:read without logs:read is a 403 on each route, and nothing is issued', async () => {
+    const manageOnly = await managementKey(t, tenant.companyId, ['integrations:manage']);
+    const of = await sibling();
+    const integrationsBefore = (await t.store.listIntegrations(tenant.companyId, { limit: 200 })).length;
+    for (const scopes of [['webhooks:read'], ['webhooks:write', 'webhooks:read']]) {
+      for (const [url, payload] of [
+        ['/integrations', { name: 'nope', scopes }],
+        [keysOf(of.integrationId), { scopes }],
+        [`${keysOf(of.integrationId)}/rotate`, { grace_seconds: 0, scopes }],
+      ] as const) {
+        const response = await api('POST', url, manageOnly, payload);
+        expect(response.statusCode, `${url} ${response.body}`).toBe(403);
+        expect(response.json()).toMatchObject({ error: 'Insufficient permissions', code: 'insufficient_permissions', field: 'scopes' });
+      }
+    }
+    expect([...(await listKeys(of)).keys()]).toEqual([of.keyId]);
+    expect((await send(of, of.apiKey)).statusCode).toBe(202);
+    expect((await t.store.listIntegrations(tenant.companyId, { limit: 200 })).length).toBe(integrationsBefore);
+  });
+
+  test('a caller with logs:read issues both by default, or write-only when asked; the CLI issues both', async () => {
+    const of = await sibling();
+    for (const headers of [keyHeaders, owner.change]) {
+      const both = await issued(await api('POST', keysOf(of.integrationId), headers, {}));
+      expect(both.key.scopes).toEqual(['webhooks:write', 'webhooks:read']);
+      expect((await readWith(of, both.api_key)).statusCode).toBe(200);
+      const writeOnly = await issued(await api('POST', keysOf(of.integrationId), headers, { scopes: ['webhooks:write'] }));
+      expect(writeOnly.key.scopes).toEqual(['webhooks:write']);
+      expect((await send(of, writeOnly.api_key)).statusCode).toBe(202);
+      expect((await readWith(of, writeOnly.api_key)).statusCode).toBe(403);
+      const readOnly = await issued(await api('POST', `${keysOf(of.integrationId)}/rotate`, headers, { scopes: ['webhooks:read'] }));
+      expect(readOnly.key.scopes).toEqual(['webhooks:read']);
+      expect((await readWith(of, readOnly.api_key)).statusCode).toBe(200);
+      expect((await send(of, readOnly.api_key)).statusCode).toBe(403);
+    }
+    const created = await t.management.createIntegration(tenant.companyId, { name: 'By the CLI' });
+    expect((await readWith(created.integration, created.apiKey)).statusCode).toBe(200);
+    const rotated = await t.management.rotateIntegrationKey(tenant.companyId, created.integration.id, 0);
+    expect((await readWith(created.integration, rotated.apiKey)).statusCode).toBe(200);
+  });
+
+  test.each([
+    ['an empty list', []],
+    ['a management scope', ['logs:read']],
+    ['an unknown scope', ['webhooks:delete']],
+  ])('scopes with %s are a 400', async (_what, scopes) => {
+    const of = await sibling();
+    for (const url of [keysOf(of.integrationId), `${keysOf(of.integrationId)}/rotate`, '/integrations']) {
+      const response = await api('POST', url, keyHeaders, { name: 'x', scopes });
+      expect(response.statusCode, `${url} ${response.body}`).toBe(400);
+      expect(response.json()).toMatchObject({ code: 'invalid_request' });
+    }
+    expect([...(await listKeys(of)).keys()]).toEqual([of.keyId]);
+  });
+});
+
 /** An error body and nothing else: no key, record or list of another company's. */
 const ERROR_FIELDS = ['code', 'error', 'message', 'request_id'];
 
