@@ -27,6 +27,8 @@ const ON_BOTH_DATABASES = [
   'test/api/keys.test.ts',
   'test/api/management-keys.test.ts',
   'test/api/auth.test.ts',
+  'test/api/account.test.ts',
+  'test/api/invitations.test.ts',
   'test/api/members.test.ts',
   'test/api/contract.test.ts',
   'test/api/setup.test.ts',

@@ -5,10 +5,15 @@ import Fastify, {
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import type { Logger } from 'pino';
+import { Accounts } from './admin/accounts.js';
+import { createMailer } from './admin/mailer.js';
 import { Sessions } from './admin/sessions.js';
+import { SignIn } from './admin/sign-in.js';
+import { SignInGuard } from './admin/sign-in-guard.js';
 import { apiV1Routes } from './api/index.js';
 import { registerOpenApi } from './api/openapi.js';
 import type { Config } from './config.js';
+import type { SecretBox } from './domain/secret-box.js';
 import { AppError, ERRORS, errorBody, type ErrorCode } from './errors.js';
 import { addSecurityHeaders, clientErrorHandler, hardenedServerFactory, securityHeaders } from './http-hardening.js';
 import { AdmissionGate } from './intake/admission.js';
@@ -21,6 +26,7 @@ import { RetentionJob } from './ops/retention.js';
 import { RateLimiter } from './intake/rate-limit.js';
 import { intakeRoutes } from './intake/routes.js';
 import { healthRoutes } from './ops/health.js';
+import { defaultReadLimits, ReadLimits, type ReadLimitOptions } from './api/read-limits.js';
 import { panelRoutes } from './admin/panel.js';
 import type { Store } from './store/store.js';
 import { createLogger } from './logger.js';
@@ -36,8 +42,12 @@ export type AppInstance = FastifyInstance<
 export interface AppDeps {
   config: Config;
   store: Store;
+  /** Seals the secrets the service reads back (src/secrets.ts opens the configured one). */
+  secrets: SecretBox;
   /** Defaults to a pino logger at config.logLevel on stdout. */
   logger?: Logger;
+  /** Bounds on reading webhooks (see src/api/read-limits.ts); tests shorten them. */
+  readLimits?: Partial<ReadLimitOptions>;
 }
 
 declare module 'fastify' {
@@ -81,6 +91,16 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     routerOptions: { ignoreTrailingSlash: true },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  const guard = new SignInGuard();
+  const sessions = new Sessions(store);
+  const mailer = createMailer(config.smtpUrl, config.smtpFrom, logger);
+  const accountDeps = {
+    guard,
+    sessions,
+    mailer,
+    signIn: new SignIn(store, sessions, guard, deps.secrets),
+    accounts: new Accounts({ store, secrets: deps.secrets, guard, mailer, baseUrl: config.baseUrl, logger }),
+  };
   const keyCache = new KeyCache(store);
   await keyCache.start();
   const writer = new GroupCommitWriter(
@@ -98,6 +118,8 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   });
 
   app.decorateRequest('errorCode', undefined);
+  // One set of bounds per node, shared by the management API and the integration key's reads.
+  app.decorate('readLimits', new ReadLimits({ ...defaultReadLimits(config.databasePoolSize), ...deps.readLimits }));
   app.addHook('onSend', securityHeaders);
   app.setErrorHandler((error, request, reply) => renderError(toAppError(error as Error, request), request, reply));
   // U+0000 reaches no route: PostgreSQL's text cannot hold it, so it would be a database
@@ -115,7 +137,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
         ? new AppError('method_not_allowed', `${request.method} is not allowed here; use ${allowed.join(', ')}.`, {
             allow: allowed,
           })
-        : new AppError('not_found', `No route for ${request.method} ${withoutKeys(request.url.split('?', 1)[0]!)}.`);
+        : new AppError('not_found', `No route for ${request.method} ${request.url.split('?', 1)[0]!}.`);
     return renderError(error, request, reply);
   });
 
@@ -123,15 +145,16 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   await registerOpenApi(app, config.baseUrl);
 
   const counters = { unknownIntegrationRequests: 0 };
-  await app.register(healthRoutes, { store, writer, counters, admission });
+  const authFailures = new AuthFailureLimiter(config.authFailureLimit, config.authFailureWindowMs);
+  await app.register(healthRoutes, { store, writer, counters, admission, authFailures });
   await app.register(panelRoutes);
   const authenticator = new Authenticator(
     keyCache,
     config.environment,
-    new AuthFailureLimiter(config.authFailureLimit, config.authFailureWindowMs),
+    authFailures,
   );
   await app.register(
-    async (scope) => apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, lastUsed, sessions: new Sessions(store) }),
+    async (scope) => apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, lastUsed, ...accountDeps }),
     { prefix: '/api/v1' },
   );
   await app.register(async (scope) => {
@@ -153,6 +176,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
       rateLimiter: new RateLimiter(),
       lastUsed,
       counters,
+      authFailures,
     });
   });
 
@@ -171,16 +195,37 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
 
 const NUL_IN_URL = /%00|\u0000/;
 
-/** A path as an error may repeat it: an API key pasted into it is not sent back. */
-function withoutKeys(path: string): string {
-  return path.replace(/whk_[A-Za-z0-9_%-]+/g, 'whk_…');
+/** `whk_` and what follows it, as sent or percent-encoded, in any case: where a key starts. */
+const KEY_IN_TEXT = /(?:w|%77)(?:h|%68)(?:k|%6b)(?:_|%5f)(?:[a-z0-9_-]|%[0-9a-f]{2})*/gi;
+/** Shorter X-API-Key values are not searched for: they could not be keys, and would blank common words. */
+const MIN_SENT_KEY_LENGTH = 8;
+
+/**
+ * Text an error may repeat (a path, an id, a field name) without any key in it: whatever
+ * looks like one, and the X-API-Key this request sent wherever it shows, with or without
+ * its prefix. Every error passes here, so no route or error can echo a key.
+ */
+function withoutKeys(text: string, request: FastifyRequest): string {
+  let safe = text.replace(KEY_IN_TEXT, 'whk_…');
+  for (const sent of [request.headers['x-api-key'] ?? []].flat()) {
+    const withoutPrefix = /^whk_[a-z]+_(.+)$/.exec(sent)?.[1];
+    for (const part of [sent, withoutPrefix]) {
+      if (part !== undefined && part.length >= MIN_SENT_KEY_LENGTH) safe = safe.replaceAll(part, '…');
+    }
+  }
+  return safe;
 }
 
 function renderError(error: AppError, request: FastifyRequest, reply: FastifyReply) {
   request.errorCode = error.code;
   if (error.details.retryAfterSeconds !== undefined) reply.header('retry-after', String(error.details.retryAfterSeconds));
   if (error.details.allow) reply.header('allow', error.details.allow.join(', '));
-  return reply.code(error.status).type('application/json; charset=utf-8').send(errorBody(error, request.id));
+  const { field } = error.details;
+  const shown = new AppError(error.code, withoutKeys(error.message, request), {
+    ...error.details,
+    ...(field !== undefined && { field: withoutKeys(field, request) }),
+  });
+  return reply.code(error.status).type('application/json; charset=utf-8').send(errorBody(shown, request.id));
 }
 
 /** Fastify's own errors, by code, in the contract's terms. */
@@ -195,6 +240,12 @@ const FASTIFY_ERRORS: Record<string, ErrorCode> = {
   FST_ERR_ASYNC_CONSTRAINT: 'invalid_request',
 };
 
+/** Fastify's messages for these repeat the whole URL as sent; ours say what is wrong with it. */
+const URL_ERROR_MESSAGES: Record<string, string> = {
+  FST_ERR_BAD_URL: 'The URL is not valid: it holds a malformed percent-escape.',
+  FST_ERR_MAX_PARAM_LENGTH: 'A segment of the URL is longer than the limit.',
+};
+
 /**
  * Every error becomes an AppError: ours pass through, Fastify's and validation errors are
  * named, and anything else is logged with its stack and shown as a bare 500.
@@ -206,7 +257,7 @@ function toAppError(error: FastifyError | AppError | Error, request: FastifyRequ
     return new AppError('invalid_request', `Invalid ${fastifyError.validationContext ?? 'request'}: ${fastifyError.message}`);
   }
   const named = fastifyError.code ? FASTIFY_ERRORS[fastifyError.code] : undefined;
-  if (named) return new AppError(named, fastifyError.message || ERRORS[named].message);
+  if (named) return new AppError(named, URL_ERROR_MESSAGES[fastifyError.code] ?? (fastifyError.message || ERRORS[named].message));
   const status = fastifyError.statusCode;
   if (status !== undefined && status >= 400 && status < 500) {
     return new AppError('invalid_request', fastifyError.message || ERRORS.invalid_request.message);

@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
+import { parseSecretsKeys } from './domain/secret-box.js';
 
 /**
  * Every setting the service reads, in one schema. This module is the only reader of
@@ -59,6 +60,18 @@ const ConfigSchema = Type.Object({
   INTAKE_KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 3_600_000, default: 72_000 }),
   /** Open connections at most; one more is closed as soon as it is accepted. */
   INTAKE_MAX_CONNECTIONS: Type.Integer({ minimum: 1, default: 10_000 }),
+  /** After SIGTERM, how long requests under way may take before their connections are closed. */
+  INTAKE_SHUTDOWN_GRACE_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 10_000 }),
+  /**
+   * The key(s) sealing secrets the service reads back (see domain/secret-box.ts). SQLite
+   * generates one into the data directory when unset; PostgreSQL needs it, the same on
+   * every node.
+   */
+  INTAKE_SECRETS_KEY: Type.Optional(Type.String({ minLength: 1 })),
+  /** `smtp://user:pass@host:port` or `smtps://…`: invitations and password resets by email. */
+  INTAKE_SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://[^\\s]+$' })),
+  /** The From of those emails; default `intake <no-reply@HOST of INTAKE_BASE_URL>`. */
+  INTAKE_SMTP_FROM: Type.Optional(Type.String({ minLength: 3, maxLength: 320 })),
 });
 
 type RawConfig = Static<typeof ConfigSchema>;
@@ -91,6 +104,12 @@ export interface Config {
   requestTimeoutMs: number;
   keepAliveTimeoutMs: number;
   maxConnections: number;
+  shutdownGraceMs: number;
+  /** Undefined: SQLite keeps its own key file (see src/secrets.ts). */
+  secretsKeys: Buffer[] | undefined;
+  /** Undefined: no email; invitation and reset links are shown to whoever creates them. */
+  smtpUrl: string | undefined;
+  smtpFrom: string;
 }
 
 /** Thrown with every problem found, one line each, so a bad start says all at once. */
@@ -112,13 +131,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (problems.length === 0) problems.push(...crossProblems(candidate as RawConfig));
   if (problems.length > 0) throw new ConfigError(problems);
   const raw = candidate as RawConfig;
+  const baseUrl = (raw.INTAKE_BASE_URL ?? `http://localhost:${raw.PORT}`).replace(/\/+$/, '');
   return {
     port: raw.PORT,
     host: raw.HOST,
     databaseUrl: raw.INTAKE_DATABASE_URL,
     databasePoolSize: raw.INTAKE_DATABASE_POOL_SIZE,
     environment: raw.INTAKE_ENV,
-    baseUrl: (raw.INTAKE_BASE_URL ?? `http://localhost:${raw.PORT}`).replace(/\/+$/, ''),
+    baseUrl,
     logLevel: raw.LOG_LEVEL,
     trustProxy: parseTrustProxy(raw.INTAKE_TRUST_PROXY),
     writeQueueMax: raw.INTAKE_WRITE_QUEUE_MAX,
@@ -135,6 +155,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     requestTimeoutMs: raw.INTAKE_REQUEST_TIMEOUT_MS,
     keepAliveTimeoutMs: raw.INTAKE_KEEP_ALIVE_TIMEOUT_MS,
     maxConnections: raw.INTAKE_MAX_CONNECTIONS,
+    shutdownGraceMs: raw.INTAKE_SHUTDOWN_GRACE_MS,
+    secretsKeys: raw.INTAKE_SECRETS_KEY === undefined ? undefined : parseSecretsKeys(raw.INTAKE_SECRETS_KEY),
+    smtpUrl: raw.INTAKE_SMTP_URL,
+    smtpFrom: raw.INTAKE_SMTP_FROM ?? `intake <no-reply@${new URL(baseUrl).hostname}>`,
   };
 }
 
@@ -151,6 +175,17 @@ function crossProblems(raw: RawConfig): string[] {
     problems.push(
       `INTAKE_HEADERS_TIMEOUT_MS=${raw.INTAKE_HEADERS_TIMEOUT_MS}: must not exceed INTAKE_REQUEST_TIMEOUT_MS (${raw.INTAKE_REQUEST_TIMEOUT_MS})`,
     );
+  }
+  if (raw.INTAKE_SECRETS_KEY === undefined && raw.INTAKE_DATABASE_URL.startsWith('postgres')) {
+    problems.push('INTAKE_SECRETS_KEY is required with PostgreSQL (the same on every node); make one with: openssl rand -base64 32');
+  }
+  if (raw.INTAKE_SECRETS_KEY !== undefined) {
+    try {
+      parseSecretsKeys(raw.INTAKE_SECRETS_KEY);
+    } catch (error) {
+      // The value is a secret: the problem is said without it.
+      problems.push(`INTAKE_SECRETS_KEY: ${(error as Error).message}`);
+    }
   }
   return problems;
 }
@@ -169,7 +204,11 @@ function describeProblems(candidate: unknown, given: Record<string, unknown>): s
     if (byVariable.has(name)) continue;
     const schema = (ConfigSchema.properties as Record<string, { enum?: string[] }>)[name];
     const rule = schema?.enum ? `must be one of ${schema.enum.join(', ')}` : error.message;
-    byVariable.set(name, `${name}=${JSON.stringify(given[name] ?? '')}: ${rule}`);
+    const shown = SECRET_VARIABLES.has(name) ? '(value not shown)' : JSON.stringify(given[name] ?? '');
+    byVariable.set(name, `${name}=${shown}: ${rule}`);
   }
   return [...byVariable.values()];
 }
+
+/** Variables that may carry a password or a key: a problem with one is told without its value. */
+const SECRET_VARIABLES = new Set(['INTAKE_DATABASE_URL', 'INTAKE_SECRETS_KEY', 'INTAKE_SMTP_URL']);

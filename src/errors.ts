@@ -58,6 +58,36 @@ export const ERRORS = {
     message: 'Your session has expired or is not valid; sign in again.',
   },
   invalid_credentials: { status: 401, title: 'Invalid credentials', message: 'The email or password is not correct.' },
+  two_factor_required: {
+    status: 401,
+    title: 'Two-factor code required',
+    message: 'Enter the 6-digit code from your authenticator app, or one of your recovery codes.',
+  },
+  invalid_two_factor_code: {
+    status: 401,
+    title: 'Invalid two-factor code',
+    message: 'The two-factor code is not correct, or was already used.',
+  },
+  two_factor_setup_required: {
+    status: 403,
+    title: 'Two-factor sign-in required',
+    message: 'This company requires two-factor sign-in: turn it on under Account to continue.',
+  },
+  invitation_invalid: {
+    status: 403,
+    title: 'Invitation not valid',
+    message: 'This invitation link is wrong, expired, revoked or already used. Ask the company for a new one.',
+  },
+  invitation_wrong_account: {
+    status: 403,
+    title: 'Invitation for another account',
+    message: 'This invitation is for another email than the account you are signed in with.',
+  },
+  reset_link_invalid: {
+    status: 403,
+    title: 'Reset link not valid',
+    message: 'This password reset link is wrong, expired or already used. Ask for a new one.',
+  },
   csrf_failed: {
     status: 403,
     title: 'CSRF check failed',

@@ -2,19 +2,21 @@ import { buildApp } from './app.js';
 import { setupLinkIfFirstRun } from './admin/setup.js';
 import { loadConfig } from './config.js';
 import { createLogger } from './logger.js';
+import { openSecretBox } from './secrets.js';
 import { openStore } from './store/open-store.js';
 
 /**
  * config → store (migrated) → app → listen. SIGTERM and SIGINT close the server: no new
- * connections, the write queue drains, then the process exits.
+ * connections, the write queue drains, connections still busy after the grace period are
+ * closed, then the process exits.
  */
 export async function serve(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
-  const store = openStore(config.databaseUrl, { poolSize: config.databasePoolSize, log: logger, sqliteCommitThread: true });
+  const store = openStore(config.databaseUrl, { poolSize: config.databasePoolSize, log: logger, sqliteThreads: true });
   const applied = await store.migrate();
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
-  const app = await buildApp({ config, store, logger });
+  const app = await buildApp({ config, store, logger, secrets: openSecretBox(config) });
 
   let closing = false;
   const shutdown = async (signal: string) => {
@@ -25,7 +27,15 @@ export async function serve(): Promise<void> {
     // request finishes later would hold the process until its keep-alive timeout (72 s by
     // default), so idle connections are closed again as in-flight requests complete.
     const closeIdle = setInterval(() => app.server.closeIdleConnections(), 100);
+    // A connection still busy after the grace period is cut: a client that keeps one open
+    // (an aborted fetch can leave its socket mid-request, a slow upload) must not hold a
+    // deploy until the request timeout. Its sender got no answer and sends again.
+    const cutOff = setTimeout(() => {
+      logger.warn({ graceMs: config.shutdownGraceMs }, 'shutting down: closing connections still busy');
+      app.server.closeAllConnections();
+    }, config.shutdownGraceMs);
     await app.close();
+    clearTimeout(cutOff);
     clearInterval(closeIdle);
     await store.close();
     process.exit(0);

@@ -15,6 +15,7 @@ import type { PendingWebhook, RequestLogEntry, Store } from '../src/store/store.
 import { pendingLog } from './support/webhooks.js';
 import { freshStore } from './helpers.js';
 import { seedKey } from './support/seed.js';
+import { TEST_SECRETS_KEY } from './support/processes.js';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -333,6 +334,7 @@ describe('config', () => {
       PORT: '9090',
       HOST: '127.0.0.1',
       INTAKE_DATABASE_URL: 'postgres://intake:secret@db:5432/intake',
+      INTAKE_SECRETS_KEY: TEST_SECRETS_KEY,
       INTAKE_ENV: 'production',
       LOG_LEVEL: '',
       PATH: '/usr/bin',
@@ -345,7 +347,7 @@ describe('config', () => {
       baseUrl: 'http://localhost:9090',
       logLevel: 'info',
     });
-    expect(loadConfig({ INTAKE_DATABASE_URL: 'postgresql://h/db' }).databaseUrl).toBe('postgresql://h/db');
+    expect(loadConfig({ INTAKE_DATABASE_URL: 'postgresql://h/db', INTAKE_SECRETS_KEY: TEST_SECRETS_KEY }).databaseUrl).toBe('postgresql://h/db');
     expect(loadConfig({ INTAKE_DATABASE_URL: 'sqlite:/var/lib/intake.db' }).databaseUrl).toBe('sqlite:/var/lib/intake.db');
   });
 

@@ -1,10 +1,16 @@
 import { pino } from 'pino';
-import { buildApp, type AppInstance } from '../src/app.js';
+import { buildApp, type AppDeps, type AppInstance } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
 import { Management } from '../src/services/management.js';
 import type { Store } from '../src/store/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
-import { ADMISSION_GATE_OFF } from './support/processes.js';
+import { ADMISSION_GATE_OFF, TEST_SECRETS_KEY } from './support/processes.js';
+import { parseSecretsKeys, SecretBox } from '../src/domain/secret-box.js';
+
+/** The box sealing secrets in tests, with the key every test process shares. */
+export function testSecretBox(): SecretBox {
+  return new SecretBox(parseSecretsKeys(TEST_SECRETS_KEY));
+}
 
 /** A migrated database of the test's own, on the project's dialect (see support/databases.ts). */
 export function freshStore(): Promise<TestDatabase> {
@@ -30,12 +36,12 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** The whole app on a fresh database of the project's dialect, without a port (use app.inject). */
-export async function buildTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+/** The whole app on a fresh database of the project's dialect, without a port (use app.inject); `readLimits` shortens bounds for a test. */
+export async function buildTestApp(env: Record<string, string> = {}, options: Pick<AppDeps, 'readLimits'> = {}): Promise<TestApp> {
   const database = await freshStore();
   const { store, cleanup } = database;
   const config = loadConfig({ LOG_LEVEL: 'silent', ...ADMISSION_GATE_OFF, ...env });
-  const app = await buildApp({ config, store, logger: pino({ level: 'silent' }) });
+  const app = await buildApp({ config, store, logger: pino({ level: 'silent' }), secrets: testSecretBox(), ...options });
   const management = new Management(
     store,
     { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit },

@@ -4,12 +4,15 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { csrfTokenMatches, Sessions } from '../src/admin/sessions.js';
+import { SignIn } from '../src/admin/sign-in.js';
+import { SignInGuard } from '../src/admin/sign-in-guard.js';
 import { setupLinkIfFirstRun } from '../src/admin/setup.js';
 import { hashApiKey, hashesEqual, hashIfWellFormed, issueApiKey } from '../src/domain/api-key.js';
 import { hashPassword, verifyPassword } from '../src/domain/password.js';
 import { Authenticator } from '../src/intake/authenticate.js';
 import type { KeyCache } from '../src/intake/key-cache.js';
 import type { SessionRecord, Store } from '../src/store/store.js';
+import { testSecretBox } from './helpers.js';
 import { ROOT } from './support/processes.js';
 
 /**
@@ -230,15 +233,20 @@ describe('secrets are compared in constant time', () => {
   test('an unknown email costs the same scrypt as a wrong password (no shortcut that tells accounts apart)', async () => {
     const stored = await hashPassword('correct horse battery staple');
     const store = fakeStore({
-      findUserByEmail: vi.fn(async (email: string) => (email === 'known@example.com' ? { id: 'usr_k', email, passwordHash: stored } : undefined)),
+      findUserByEmail: vi.fn(async (email: string) =>
+        email === 'known@example.com'
+          ? { id: 'usr_k', email, passwordHash: stored, createdAt: 0, totpSecret: null, totpPendingSecret: null, totpLastStep: null }
+          : undefined,
+      ),
     });
-    const sessions = new Sessions(store);
-    await expect(sessions.signIn('warm-up@example.com', 'x', '10.0.0.1', null)).rejects.toMatchObject({ code: 'invalid_credentials' });
+    const signIn = new SignIn(store, new Sessions(store), new SignInGuard(), testSecretBox());
+    const attempt = (email: string, password: string, ip: string) => signIn.signIn({ email, password }, ip, null);
+    await expect(attempt('warm-up@example.com', 'x', '10.0.0.1')).rejects.toMatchObject({ code: 'invalid_credentials' });
     vi.clearAllMocks();
-    await expect(sessions.signIn('unknown@example.com', 'a wrong password', '10.0.0.2', null)).rejects.toMatchObject({ code: 'invalid_credentials' });
+    await expect(attempt('unknown@example.com', 'a wrong password', '10.0.0.2')).rejects.toMatchObject({ code: 'invalid_credentials' });
     const unknownWork = { scrypt: scrypt.mock.calls.length, compare: timingSafeEqual.mock.calls.length };
     vi.clearAllMocks();
-    await expect(sessions.signIn('known@example.com', 'a wrong password', '10.0.0.3', null)).rejects.toMatchObject({ code: 'invalid_credentials' });
+    await expect(attempt('known@example.com', 'a wrong password', '10.0.0.3')).rejects.toMatchObject({ code: 'invalid_credentials' });
     const knownWork = { scrypt: scrypt.mock.calls.length, compare: timingSafeEqual.mock.calls.length };
     expect(unknownWork).toEqual(knownWork);
     expect(knownWork.scrypt).toBe(1);

@@ -3,9 +3,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { exchange, openConnection } from './support/raw-http.js';
 import { issueApiKey } from '../src/domain/api-key.js';
 import { verifyPassword } from '../src/domain/password.js';
+import { createLogger } from '../src/logger.js';
 import { waitFor } from './helpers.js';
+import { tokenOf, totpCode } from './support/accounts.js';
+import type { Socket } from 'node:net';
 import { cleanupAll, runCli, runCliJson, startServer, type RunResult, type ServerProcess } from './support/processes.js';
 
 /**
@@ -14,10 +18,12 @@ import { cleanupAll, runCli, runCliJson, startServer, type RunResult, type Serve
  * One server (at trace level, the most it can say) is driven through every way a secret is
  * issued or presented: the first-run setup link, sign-up with it, sign-in with right and
  * wrong passwords, integration keys made by the API and the CLI, keys added and rotated,
- * management keys, a member added with a password; then webhooks and API calls with each
+ * management keys, a member who joins by invitation, changes and resets the password and
+ * turns two-factor on; then webhooks and API calls with each
  * key, with wrong keys that look real, and with keys where they do not belong (query
  * string, `Authorization: Bearer`, a path). Then everything the service wrote is searched
- * for every secret: its stdout and stderr, every error body and header it answered, every
+ * for every secret: its stdout and stderr (and the bytes any line of it holds as an array of
+ * numbers, as a serialised Buffer is), every error body and header it answered, every
  * answer but the issuing ones, what the CLI printed on stderr, every row of every table,
  * and the bytes of the SQLite files themselves. And what is at rest must be hashes: of the
  * keys, the passwords, the session cookies and the setup token.
@@ -52,6 +58,8 @@ const cliRuns: Array<{ what: string; run: RunResult }> = [];
 
 const ownerPassword = `owner-pw-${unique()}-Correct`;
 const memberPassword = `member-pw-${unique()}-Correct`;
+const memberFirstPassword = `member-first-${unique()}-Correct`;
+const memberChangedPassword = `member-changed-${unique()}-Correct`;
 const cliPassword = `cli-pw-${unique()}-Correct`;
 const ownerEmail = `owner-${unique()}@leak.test`;
 const memberEmail = `member-${unique()}@leak.test`;
@@ -61,6 +69,8 @@ const keys: Record<string, string> = {};
 /** Session cookie values issued, by name; `live` is false once signed out. */
 const cookies: Array<{ what: string; value: string; live: boolean }> = [];
 let setupToken: string;
+/** The account secrets the run issued: links' tokens, the TOTP secret, recovery codes. */
+const account = { inviteToken: '', resetToken: '', totpSecret: '', recoveryCodes: [] as string[] };
 
 function keySecret(what: string, key: string): Secret {
   // whk_<env>_ and the 6 characters the API shows as the prefix; the rest is secret.
@@ -79,6 +89,20 @@ function occurrences(haystack: string, needle: string): string[] {
     found.push(haystack.slice(Math.max(0, at - 80), at + needle.length + 40));
   }
   return found;
+}
+
+/**
+ * The text of every run of bytes written as an array of numbers 0–255 (a Buffer serialised
+ * as `{"type":"Buffer","data":[…]}`, or a plain array), decoded as Latin-1 so any byte
+ * sequence survives: a secret in such bytes is as leaked as one in plain text.
+ */
+function decodedByteArrays(text: string): string {
+  const decoded: string[] = [];
+  for (const [, list] of text.matchAll(/\[\s*(\d{1,3}(?:\s*,\s*\d{1,3}){7,})\s*\]/g)) {
+    const bytes = list!.split(',').map(Number);
+    if (bytes.every((byte) => byte <= 255)) decoded.push(Buffer.from(bytes).toString('latin1'));
+  }
+  return decoded.join('\n');
 }
 
 /** Each secret found in `text`: its name, where, and the text around it. */
@@ -223,14 +247,37 @@ beforeAll(async () => {
   expect(management.status).toBe(201);
   keys.apiManagement = String(management.json.api_key);
 
-  // --- A member added with a password (and once with one too short), who signs in.
+  // --- A member joins by invitation (once with a password too short), changes the password,
+  // resets it with the operator's link, turns two-factor on and signs in with a recovery code.
+  const invited = await call('invite a member', 'POST', '/api/v1/invitations', {
+    headers: session,
+    body: { email: memberEmail, role: 'admin' },
+    issues: (body) => [tokenOf(String(body.invite_url))],
+  });
+  expect(invited.status).toBe(201);
+  const inviteToken = (account.inviteToken = tokenOf(String(invited.json.invite_url)));
+  expect((await call('accept, short password', 'POST', '/api/v1/invitations/accept', { body: { token: inviteToken, password: shortPassword } })).status).toBe(400);
+  const joined = await call('accept the invitation', 'POST', '/api/v1/invitations/accept', {
+    body: { token: inviteToken, password: memberFirstPassword },
+    issues: (body) => [String(body.csrf_token)],
+  });
+  expect(joined.status, JSON.stringify(joined.json)).toBe(200);
+  const joinedCookie = { what: 'the session cookie from accepting', value: cookieOf(joined.setCookie), live: true };
+  cookies.push(joinedCookie);
+  exchanges.at(-1)!.issues.push(joinedCookie.value);
+  const joinedSession = { cookie: `intake_session=${encodeURIComponent(joinedCookie.value)}`, 'x-csrf-token': String(joined.json.csrf_token) };
   expect(
-    (await call('add a member, short password', 'POST', '/api/v1/members', { headers: session, body: { email: memberEmail, role: 'admin', password: shortPassword } }))
-      .status,
-  ).toBe(400);
-  expect((await call('add a member', 'POST', '/api/v1/members', { headers: session, body: { email: memberEmail, role: 'admin', password: memberPassword } })).status).toBe(
-    201,
-  );
+    (await call('change the password', 'POST', '/api/v1/account/password', {
+      headers: joinedSession,
+      body: { current_password: memberFirstPassword, new_password: memberChangedPassword },
+    })).status,
+  ).toBe(204);
+  const reset = await cli('user reset-password', ['user', 'reset-password', '--email', memberEmail]);
+  const resetToken = (account.resetToken = tokenOf(String(reset.reset_url)));
+  expect((await call('reset, short password', 'POST', '/api/v1/auth/password-reset/complete', { body: { token: resetToken, password: shortPassword } })).status).toBe(400);
+  expect((await call('reset the password', 'POST', '/api/v1/auth/password-reset/complete', { body: { token: resetToken, password: memberPassword } })).status).toBe(204);
+  joinedCookie.live = false;
+  expect((await call('ask for a reset link', 'POST', '/api/v1/auth/password-reset', { body: { email: memberEmail } })).status).toBe(202);
   const memberLogin = await call('member sign-in', 'POST', '/api/v1/auth/login', {
     body: { email: memberEmail, password: memberPassword },
     issues: (body) => [String(body.csrf_token)],
@@ -239,6 +286,37 @@ beforeAll(async () => {
   const memberCookie = cookieOf(memberLogin.setCookie);
   cookies.push({ what: "the member's session cookie", value: memberCookie, live: true });
   exchanges.at(-1)!.issues.push(memberCookie);
+  const memberSession = { cookie: `intake_session=${encodeURIComponent(memberCookie)}`, 'x-csrf-token': String(memberLogin.json.csrf_token) };
+  const twoFactor = await call('two-factor setup', 'POST', '/api/v1/account/two-factor/setup', {
+    headers: memberSession,
+    issues: (body) => [String(body.secret)],
+  });
+  const totpSecret = (account.totpSecret = String(twoFactor.json.secret));
+  expect((await call('two-factor enable, wrong code', 'POST', '/api/v1/account/two-factor/enable', { headers: memberSession, body: { code: 'x1y2z3' } })).status).toBe(401);
+  const enabled = await call('two-factor enable', 'POST', '/api/v1/account/two-factor/enable', {
+    headers: memberSession,
+    body: { code: totpCode(totpSecret) },
+    issues: (body) => body.recovery_codes as string[],
+  });
+  expect(enabled.status).toBe(200);
+  const recoveryCodes = (account.recoveryCodes = enabled.json.recovery_codes as string[]);
+  const withCode = (twoFactorCode: string) => ({ email: memberEmail, password: memberPassword, two_factor_code: twoFactorCode });
+  expect((await call('sign-in, wrong code', 'POST', '/api/v1/auth/login', { body: withCode(recoveryCodes[1]!.replace(/./, '9')) })).status).toBe(401);
+  const recovered = await call('sign-in with a recovery code', 'POST', '/api/v1/auth/login', {
+    body: withCode(recoveryCodes[0]!),
+    issues: (body) => [String(body.csrf_token)],
+  });
+  expect(recovered.status).toBe(200);
+  cookies.push({ what: 'the session cookie from a recovery code', value: cookieOf(recovered.setCookie), live: true });
+  exchanges.at(-1)!.issues.push(cookies.at(-1)!.value);
+  secrets.push(
+    { what: 'the invitation token', value: inviteToken },
+    { what: 'the reset token', value: resetToken },
+    { what: 'the TOTP secret', value: totpSecret },
+    ...recoveryCodes.map((code, i) => ({ what: `recovery code ${i + 1}`, value: code })),
+    { what: "the member's first password", value: memberFirstPassword },
+    { what: "the member's changed password", value: memberChangedPassword },
+  );
 
   // --- The CLI: a company, a user with a password, an integration, a rotation, a management key.
   const company = await cli('company create', ['company', 'create', '--name', 'CLI leak check']);
@@ -319,6 +397,26 @@ beforeAll(async () => {
   ).toBe(403);
   expect((await call('a forged cookie', 'GET', '/api/v1/integrations', { headers: { cookie: `intake_session=${keys.apiRotated}` } })).status).toBe(401);
 
+  // Requests Node's parser gives up on (a header line without a colon, a bad header value),
+  // with a key, a cookie and a password in the same packet: the parser's error holds the
+  // packet's bytes, which a log line must not.
+  const sockets: Socket[] = [];
+  const malformed = [
+    `POST ${address} HTTP/1.1\r\nHost: localhost\r\nX-API-Key: ${keys.apiRotated}\r\nCookie: intake_session=${ownerCookie}\r\n` +
+      `Content-Type: application/json\r\nNo colon on this line\r\nContent-Length: 40\r\n\r\n{"password":"${ownerPassword}"}`,
+    `POST /api/v1/auth/login HTTP/1.1\r\nHost: localhost\r\nX-API-Key: ${keys.apiManagement}\r\nX-Bad: a\u0001b\r\n\r\n` +
+      `{"email":"${ownerEmail}","password":"${ownerPassword}"}`,
+  ];
+  try {
+    for (const raw of malformed) {
+      const answer = await exchange(await openConnection(server.port, sockets), raw);
+      expect(answer.status).toBe(400);
+      exchanges.push({ what: 'a request the parser refuses', method: 'POST', url: '(raw)', status: answer.status, headers: JSON.stringify(answer.headers), body: answer.body, issues: [] });
+    }
+  } finally {
+    for (const socket of sockets) socket.destroy();
+  }
+
   // Revoke a key and use it; sign out and use the old cookie.
   const addedId = ((await call('list keys', 'GET', `/api/v1/integrations/${integrationId}/keys`, { headers: management2 })).json.data as Array<{ id: string; prefix: string }>).find(
     (k) => keys.apiAdded!.startsWith(k.prefix),
@@ -349,9 +447,11 @@ afterAll(() => cleanupAll());
 describe('secrets never leave the service', () => {
   test('the run exercised what it claims: secrets issued, refusals logged, output written', () => {
     expect(Object.keys(keys)).toHaveLength(7);
-    expect(cookies).toHaveLength(3);
+    expect(cookies).toHaveLength(5);
     expect(exchanges.filter((e) => e.status >= 400).length).toBeGreaterThan(20);
     expect(server.stdout.length + server.stderr.length).toBeGreaterThan(0);
+    // The requests the parser refused were logged (at debug), so their lines were searched.
+    expect(server.stdout.match(/"msg":"client error"/g)?.length ?? 0).toBeGreaterThanOrEqual(2);
     // Every secret is distinct and long enough that finding it means it leaked.
     for (const secret of secrets) expect(secret.value.length, secret.what).toBeGreaterThanOrEqual(10);
   });
@@ -359,6 +459,7 @@ describe('secrets never leave the service', () => {
   test('nothing the server wrote (at trace level) holds a secret; the setup token only in its one first-run line', () => {
     const output = `${server.stdout}\n${server.stderr}`;
     expect(leaksIn(output, 'server output', [setupToken])).toEqual([]);
+    expect(leaksIn(decodedByteArrays(output), 'bytes in the server output')).toEqual([]);
     const withToken = output.split('\n').filter((line) => line.includes(setupToken));
     expect(withToken).toEqual([expect.stringMatching(/^First run: create the first account at http:\/\/\S+\/admin\/setup\?token=[\w-]+$/)]);
   });
@@ -461,8 +562,32 @@ describe('only hashes at rest', () => {
     for (const cookie of cookies) expect(hashes.has(sha256(cookie.value)), cookie.what).toBe(cookie.live);
   });
 
+  test('invitations and password resets: the SHA-256 of each link\'s token, used', () => {
+    expect(db.prepare('select token_hash, accepted_at from invitations').all()).toEqual([{ token_hash: sha256(account.inviteToken), accepted_at: expect.any(Number) }]);
+    const resets = db.prepare('select token_hash, used_at from password_resets').all() as Array<{ token_hash: string; used_at: number | null }>;
+    expect(resets).toContainEqual({ token_hash: sha256(account.resetToken), used_at: expect.any(Number) });
+  });
+
+  test('two-factor: the TOTP secret sealed (AES-GCM), recovery codes as SHA-256 of their normalised form', () => {
+    const [user] = db.prepare('select totp_secret from users where email = ?').all(memberEmail) as Array<{ totp_secret: string }>;
+    expect(user!.totp_secret).toMatch(/^v1\.[\w-]{8}\.[\w-]{16}\.[\w-]+$/);
+    const hashes = (db.prepare('select code_hash from recovery_codes').all() as Array<{ code_hash: string }>).map((r) => r.code_hash).sort();
+    expect(hashes).toEqual(account.recoveryCodes.map((code) => sha256(code.replace('-', ''))).sort());
+  });
+
   test('setup_tokens: the SHA-256 of the token, used', () => {
     const rows = db.prepare('select token_hash, used_at from setup_tokens').all() as Array<{ token_hash: string; used_at: number | null }>;
     expect(rows).toEqual([{ token_hash: sha256(setupToken), used_at: expect.any(Number) }]);
   });
+});
+
+test('an error carrying the raw request bytes is logged without them, wherever it is logged', () => {
+  const lines: string[] = [];
+  const logger = createLogger('trace', { write: (line: string) => void lines.push(line) });
+  const packet = Buffer.from('POST / HTTP/1.1\r\nCookie: intake_session=secret-cookie-value\r\n\r\n');
+  logger.warn({ err: Object.assign(new Error('Parse Error: Invalid header value char'), { code: 'HPE_INVALID_HEADER_TOKEN', rawPacket: packet }) }, 'x');
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toContain('HPE_INVALID_HEADER_TOKEN');
+  expect(lines[0]).not.toContain('rawPacket');
+  expect(decodedByteArrays(lines[0]!)).not.toContain('secret-cookie-value');
 });

@@ -176,7 +176,7 @@ describe.each(STORES)('$name store', (factory) => {
   describe('companies and users', () => {
     test('a company reads back as created; an unknown id is undefined', async () => {
       const id = await createCompany(store, 'Acme Inc');
-      expect(await store.getCompany(id)).toEqual({ id, name: 'Acme Inc', retentionDays: 30, createdAt: T0 });
+      expect(await store.getCompany(id)).toEqual({ id, name: 'Acme Inc', retentionDays: 30, requireTwoFactor: false, createdAt: T0 });
       expect(await store.getCompany(newId('cmp'))).toBeUndefined();
     });
 

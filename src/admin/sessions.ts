@@ -1,8 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { hashPassword, verifyPassword } from '../domain/password.js';
-import { AppError } from '../errors.js';
-import type { Role, SessionRecord, Store } from '../store/store.js';
-import { FailureWindows } from '../domain/failure-windows.js';
+import type { NewSession, SessionRecord, Store, UserMembership } from '../store/store.js';
 
 export const SESSION_COOKIE = 'intake_session';
 /** A session unused this long ends (OWASP: idle timeout). */
@@ -11,17 +8,13 @@ export const IDLE_TIMEOUT_MS = 12 * 60 * 60 * 1000;
 export const ABSOLUTE_TIMEOUT_MS = 7 * 24 * 60 * 60 * 1000;
 /** last_seen_at is written at most this often, so reading pages costs no write each. */
 const TOUCH_EVERY_MS = 60 * 1000;
-/** Failed sign-ins allowed per window, per account and per IP; then 429 until the window ends. */
-const FAILURE_WINDOW_MS = 15 * 60 * 1000;
-const FAILURES_PER_ACCOUNT = 5;
-const FAILURES_PER_IP = 20;
 
 export interface SignedIn {
   /** The cookie's value: shown to the browser once, stored only as its SHA-256. */
   cookieValue: string;
-  session: SessionRecord;
+  session: NewSession;
   user: { id: string; email: string };
-  companies: Array<{ companyId: string; companyName: string; role: Role }>;
+  companies: UserMembership[];
 }
 
 /**
@@ -31,45 +24,17 @@ export interface SignedIn {
  * pattern); a cross-site form cannot read it.
  */
 export class Sessions {
-  private readonly failures: FailureWindows;
-  /** Verified against when the email is unknown, so both failures take the same time. */
-  private readonly decoy = hashPassword(randomBytes(16).toString('hex'));
-
   constructor(
     private readonly store: Store,
     private readonly now: () => number = Date.now,
-  ) {
-    this.failures = new FailureWindows(FAILURE_WINDOW_MS, now);
-  }
-
-  /** Signs in; one message for a wrong email and a wrong password alike. */
-  async signIn(email: string, password: string, ip: string, userAgent: string | null): Promise<SignedIn> {
-    const account = email.trim().toLowerCase();
-    const wait = Math.max(
-      this.failures.blockedFor(`ip:${ip}`, FAILURES_PER_IP),
-      this.failures.blockedFor(`account:${account}`, FAILURES_PER_ACCOUNT),
-    );
-    if (wait > 0) {
-      throw new AppError('rate_limited', 'Too many failed sign-ins; wait and try again.', {
-        retryAfterSeconds: Math.ceil(wait / 1000),
-      });
-    }
-    const user = await this.store.findUserByEmail(account);
-    const valid = await verifyPassword(password, user?.passwordHash ?? (await this.decoy));
-    if (!user || !valid) {
-      this.failures.count(`ip:${ip}`);
-      this.failures.count(`account:${account}`);
-      throw new AppError('invalid_credentials');
-    }
-    return this.start(user, ip, userAgent);
-  }
+  ) {}
 
   /** A new session for a user whose identity is established (signed in, or just set up). */
   async start(user: { id: string; email: string }, ip: string, userAgent: string | null): Promise<SignedIn> {
     const now = this.now();
     // A new id at every sign-in: a session id planted before sign-in is worth nothing.
     const cookieValue = randomBytes(32).toString('base64url');
-    const session: SessionRecord = {
+    const session: NewSession = {
       idHash: sessionHash(cookieValue),
       userId: user.id,
       csrfToken: randomBytes(32).toString('base64url'),
@@ -98,7 +63,7 @@ export class Sessions {
     return session;
   }
 
-  async signOut(session: SessionRecord): Promise<void> {
+  async signOut(session: NewSession): Promise<void> {
     await this.store.deleteSession(session.idHash);
   }
 
@@ -109,13 +74,14 @@ export class Sessions {
 }
 
 /** Whether the header carries the session's CSRF token (compared in constant time). */
-export function csrfTokenMatches(session: SessionRecord, header: string | undefined): boolean {
+export function csrfTokenMatches(session: NewSession, header: string | undefined): boolean {
   if (header === undefined) return false;
   const expected = Buffer.from(session.csrfToken);
   const given = Buffer.from(header);
   return expected.length === given.length && timingSafeEqual(expected, given);
 }
 
-function sessionHash(cookieValue: string): string {
+/** What the database keeps of a session's cookie value. */
+export function sessionHash(cookieValue: string): string {
   return createHash('sha256').update(cookieValue).digest('hex');
 }

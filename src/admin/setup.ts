@@ -1,5 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
+import { newLinkToken } from './links.js';
 
 const SETUP_TOKEN_LIFETIME_MS = 24 * 60 * 60 * 1000;
 
@@ -9,12 +9,7 @@ const SETUP_TOKEN_LIFETIME_MS = 24 * 60 * 60 * 1000;
  */
 export async function setupLinkIfFirstRun(store: Store, baseUrl: string, now = Date.now()): Promise<string | undefined> {
   if ((await store.countUsers()) > 0) return undefined;
-  const token = randomBytes(32).toString('base64url');
-  await store.createSetupToken(setupTokenHash(token), now, now + SETUP_TOKEN_LIFETIME_MS);
+  const { token, hash } = newLinkToken();
+  await store.createSetupToken(hash, now, now + SETUP_TOKEN_LIFETIME_MS);
   return `${baseUrl}/admin/setup?token=${token}`;
-}
-
-/** What the database keeps of a setup token. */
-export function setupTokenHash(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
 }

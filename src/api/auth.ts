@@ -1,7 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
+import { newPasswordHash } from '../admin/accounts.js';
+import { linkTokenHash } from '../admin/links.js';
 import { ABSOLUTE_TIMEOUT_MS, SESSION_COOKIE, type SignedIn } from '../admin/sessions.js';
-import { setupTokenHash } from '../admin/setup.js';
 import { newId } from '../domain/ids.js';
 import { Management } from '../services/management.js';
 import type { AppInstance } from '../app.js';
@@ -9,11 +10,22 @@ import { AppError } from '../errors.js';
 import { managementOptions, noContent, principalOf, type ApiDeps } from './context.js';
 import { ERROR_RESPONSES, ErrorResponse, Id, RoleSchema } from './schemas.js';
 
-const SessionSchema = Type.Object(
+export const SessionSchema = Type.Object(
   {
-    user: Type.Object({ id: Id('usr'), email: Type.String() }),
+    user: Type.Object({
+      id: Id('usr'),
+      email: Type.String(),
+      two_factor_enabled: Type.Boolean({ description: 'Whether signing in asks for a code from an authenticator app.' }),
+    }),
     companies: Type.Array(
-      Type.Object({ id: Id('cmp'), name: Type.String(), role: RoleSchema }),
+      Type.Object({
+        id: Id('cmp'),
+        name: Type.String(),
+        role: RoleSchema,
+        requires_two_factor: Type.Boolean({
+          description: 'The company requires two-factor sign-in: without it, its routes answer 403 two_factor_setup_required.',
+        }),
+      }),
     ),
     csrf_token: Type.String({ description: 'Send it back as X-CSRF-Token on every request that changes something.' }),
     environment: Type.String({ description: 'development, staging or production.' }),
@@ -21,33 +33,49 @@ const SessionSchema = Type.Object(
   { $id: 'Session' },
 );
 
+const Password = (description: string) => Type.String({ maxLength: 1024, description });
+const Token = Type.String({ minLength: 1, maxLength: 200, description: 'The `token` of the link.' });
+
+/** Who is signed in, their companies, the CSRF token: the answer of every route that starts or reads a session. */
+export async function describeSession(deps: ApiDeps, userId: string, csrfToken: string) {
+  const user = await deps.store.findUserById(userId);
+  if (!user) throw new AppError('not_signed_in');
+  return {
+    user: { id: user.id, email: user.email, two_factor_enabled: user.totpSecret !== null },
+    companies: (await deps.store.listMembershipsOfUser(userId)).map((m) => ({
+      id: m.companyId,
+      name: m.companyName,
+      role: m.role,
+      requires_two_factor: m.requiresTwoFactor,
+    })),
+    csrf_token: csrfToken,
+    environment: deps.config.environment,
+  };
+}
+
+/** Sets the new session's cookie and answers with the session. */
+export function startSession(deps: ApiDeps, reply: FastifyReply, signedIn: SignedIn) {
+  reply.setCookie(SESSION_COOKIE, signedIn.cookieValue, {
+    path: '/',
+    httpOnly: true,
+    // Lax: the cookie goes with top-level navigation to the panel, not with cross-site
+    // POSTs; the CSRF token covers the rest.
+    sameSite: 'lax',
+    secure: deps.config.baseUrl.startsWith('https://'),
+    maxAge: ABSOLUTE_TIMEOUT_MS / 1000,
+  });
+  return describeSession(deps, signedIn.user.id, signedIn.session.csrfToken);
+}
+
 /**
- * /api/v1/auth: panel sign-in. A script signs in the same way: POST the credentials, keep
+ * /api/v1/auth: sign-in, first-run setup, the session, sign-out, and the password reset a
+ * signed-out person asks for. A script signs in the same way: POST the credentials, keep
  * the cookie, send the CSRF token back on changes.
  */
 export async function authRoutes(app: AppInstance, deps: ApiDeps): Promise<void> {
   const tags = ['Sessions'];
-  const secure = deps.config.baseUrl.startsWith('https://');
-
-  const describe = async (userId: string, email: string, csrfToken: string) => ({
-    user: { id: userId, email },
-    companies: (await deps.store.listMembershipsOfUser(userId)).map((m) => ({ id: m.companyId, name: m.companyName, role: m.role })),
-    csrf_token: csrfToken,
-    environment: deps.config.environment,
-  });
-  const startSession = (reply: FastifyReply, signedIn: SignedIn) => {
-    reply.setCookie(SESSION_COOKIE, signedIn.cookieValue, {
-      path: '/',
-      httpOnly: true,
-      // Lax: the cookie goes with top-level navigation to the panel, not with cross-site
-      // POSTs; the CSRF token covers the rest.
-      sameSite: 'lax',
-      secure,
-      maxAge: ABSOLUTE_TIMEOUT_MS / 1000,
-    });
-    return describe(signedIn.user.id, signedIn.user.email, signedIn.session.csrfToken);
-  };
-  const clearCookie = (reply: FastifyReply) => reply.clearCookie(SESSION_COOKIE, { path: '/', httpOnly: true, sameSite: 'lax', secure });
+  const clearCookie = (reply: FastifyReply) =>
+    reply.clearCookie(SESSION_COOKIE, { path: '/', httpOnly: true, sameSite: 'lax', secure: deps.config.baseUrl.startsWith('https://') });
 
   app.post(
     '/auth/login',
@@ -57,16 +85,25 @@ export async function authRoutes(app: AppInstance, deps: ApiDeps): Promise<void>
         tags,
         summary: 'Sign in',
         description:
-          'Starts a session: a new HttpOnly cookie, ending after 12 hours unused or 7 days in all. ' +
-          'Failed sign-ins are limited per account and per IP (429). The message never says which of email or password was wrong.',
+          'Starts a session: a new HttpOnly cookie, ending after 12 hours unused or 7 days in all. The message never says ' +
+          'which of email or password was wrong. An account with two-factor sign-in answers 401 `two_factor_required` to a ' +
+          'right password without `two_factor_code`: send the same body again with the code (or a recovery code). Attempts ' +
+          'are counted before the password is checked: 5 failures per account and 20 per address in 15 minutes, then 429. ' +
+          'Passwords are checked a few at a time: 429 when this address has two being checked, 503 when the server is busy ' +
+          'with others, both at once and with Retry-After.',
         security: [],
-        body: Type.Object({ email: Type.String({ maxLength: 320 }), password: Type.String({ maxLength: 1024 }) }),
-        response: { 200: SessionSchema, ...ERROR_RESPONSES },
+        body: Type.Object({
+          email: Type.String({ maxLength: 320 }),
+          password: Password('The password.'),
+          two_factor_code: Type.Optional(Type.String({ maxLength: 64, description: 'The 6-digit code of the app, or a recovery code.' })),
+        }),
+        response: { 200: SessionSchema, ...ERROR_RESPONSES, 503: ErrorResponse },
       },
     },
     async (request, reply) => {
-      const signedIn = await deps.sessions.signIn(request.body.email, request.body.password, request.ip, userAgentOf(request));
-      return startSession(reply, signedIn);
+      const { email, password, two_factor_code } = request.body;
+      const signedIn = await deps.signIn.signIn({ email, password, twoFactorCode: two_factor_code }, request.ip, userAgentOf(request));
+      return startSession(deps, reply, signedIn);
     },
   );
 
@@ -79,27 +116,27 @@ export async function authRoutes(app: AppInstance, deps: ApiDeps): Promise<void>
         summary: 'First-run setup',
         description:
           'Uses the one-time setup link the server printed on its first start (`/admin/setup?token=…`): creates the ' +
-          'company and its first owner, and signs them in. A link works once, for 24 hours.',
+          'company and its first owner, and signs them in. A link works for 24 hours, only while nobody has an account, ' +
+          'and the first use ends every setup link printed.',
         security: [],
         body: Type.Object({
-          token: Type.String({ minLength: 1, maxLength: 200, description: 'The `token` of the setup link.' }),
+          token: Token,
           company_name: Type.String({ maxLength: 200 }),
           email: Type.String({ maxLength: 320 }),
-          password: Type.String({ maxLength: 1024, description: 'At least 12 characters.' }),
+          password: Password('At least 12 characters.'),
         }),
-        response: { 200: SessionSchema, ...ERROR_RESPONSES, 409: ErrorResponse },
+        response: { 200: SessionSchema, ...ERROR_RESPONSES, 503: ErrorResponse },
       },
     },
     async (request, reply) => {
       const ownerId = newId('usr');
       const management = new Management(deps.store, managementOptions(deps.config), { type: 'user', id: ownerId, ip: request.ip });
-      const { owner } = await management.completeSetup(setupTokenHash(request.body.token), {
-        companyName: request.body.company_name,
-        email: request.body.email,
-        password: request.body.password,
-        ownerId,
-      });
-      return startSession(reply, await deps.sessions.start(owner, request.ip, userAgentOf(request)));
+      const { owner } = await management.completeSetup(
+        linkTokenHash(request.body.token),
+        { companyName: request.body.company_name, email: request.body.email, password: request.body.password, ownerId },
+        (password) => newPasswordHash(deps.guard, password, request.ip),
+      );
+      return startSession(deps, reply, await deps.sessions.start(owner, request.ip, userAgentOf(request)));
     },
   );
 
@@ -117,9 +154,7 @@ export async function authRoutes(app: AppInstance, deps: ApiDeps): Promise<void>
     },
     async (request) => {
       const session = sessionOf(request);
-      const user = await deps.store.findUserById(session.userId);
-      if (!user) throw new AppError('not_signed_in');
-      return describe(user.id, user.email, session.csrfToken);
+      return describeSession(deps, session.userId, session.csrfToken);
     },
   );
 
@@ -159,13 +194,62 @@ export async function authRoutes(app: AppInstance, deps: ApiDeps): Promise<void>
       return noContent(reply);
     },
   );
+
+  app.post(
+    '/auth/password-reset',
+    {
+      config: { public: true },
+      schema: {
+        tags,
+        summary: 'Ask for a password reset link',
+        description:
+          'Always 202 with the same answer, whether or not the email has an account. With SMTP configured ' +
+          '(INTAKE_SMTP_URL), an account with this email is sent a link that works once, for an hour (at most 3 emails ' +
+          'an hour per account). Without SMTP nothing is sent: the operator prints a link with ' +
+          '`intake user reset-password --email E`. 10 requests an hour per address, then 429.',
+        security: [],
+        body: Type.Object({ email: Type.String({ maxLength: 320 }) }),
+        response: { 202: Type.Object({ message: Type.String() }), ...ERROR_RESPONSES },
+      },
+    },
+    async (request, reply) => {
+      deps.accounts.requestPasswordReset(request.body.email, request.ip);
+      const message = deps.mailer.enabled
+        ? 'If an account has this email, a link to choose a new password is on its way. It works once, for an hour.'
+        : 'This installation sends no email: ask its operator for a reset link (intake user reset-password --email …).';
+      return reply.code(202).send({ message });
+    },
+  );
+
+  app.post(
+    '/auth/password-reset/complete',
+    {
+      config: { public: true },
+      schema: {
+        tags,
+        summary: 'Choose a new password with a reset link',
+        description:
+          'Uses up the link (`/admin/reset-password?token=…`) and sets the password; every session of the account ends, ' +
+          'so sign in again (with the two-factor code when it is on: a reset does not turn it off). A wrong, used or ' +
+          'expired link is 403 `reset_link_invalid`.',
+        security: [],
+        body: Type.Object({ token: Token, password: Password('At least 12 characters.') }),
+        response: { 204: Type.Null(), ...ERROR_RESPONSES, 503: ErrorResponse },
+      },
+    },
+    async (request, reply) => {
+      await deps.accounts.completePasswordReset(request.body.token, request.body.password, request.ip);
+      return noContent(reply);
+    },
+  );
 }
 
-function userAgentOf(request: FastifyRequest): string | null {
+export function userAgentOf(request: FastifyRequest): string | null {
   return request.headers['user-agent'] ?? null;
 }
 
-function sessionOf(request: FastifyRequest) {
+/** The session of a sessionOnly route. */
+export function sessionOf(request: FastifyRequest) {
   const { session } = principalOf(request);
   if (!session) throw new Error('a sessionOnly route ran without a session');
   return session;

@@ -1,6 +1,10 @@
 import type {} from '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Accounts } from '../admin/accounts.js';
+import type { Mailer } from '../admin/mailer.js';
 import { csrfTokenMatches, SESSION_COOKIE, type Sessions } from '../admin/sessions.js';
+import type { SignIn } from '../admin/sign-in.js';
+import type { SignInGuard } from '../admin/sign-in-guard.js';
 import type { Config } from '../config.js';
 import { permissionsOfScopes, ROLE_PERMISSIONS, type Permission } from '../domain/permissions.js';
 import { AppError } from '../errors.js';
@@ -16,6 +20,11 @@ export interface ApiDeps {
   authenticator: Authenticator;
   keyCache: KeyCache;
   sessions: Sessions;
+  signIn: SignIn;
+  /** Bounds on password work and failed sign-ins, shared by every route that checks or sets a password. */
+  guard: SignInGuard;
+  accounts: Accounts;
+  mailer: Mailer;
   /** Where a management key's use is recorded (written behind, as for intake). */
   lastUsed: LastUsedTracker;
 }
@@ -86,7 +95,10 @@ export async function resolvePrincipal(deps: ApiDeps, request: FastifyRequest): 
       permissions: permissionsOfScopes(grant.scopes),
     };
   }
-  const session = await deps.sessions.resume(cookie);
+  // A cookie that opens no session counts against its address like a wrong key: a flood
+  // of made-up cookies meets the same per-address limit as a flood of made-up keys.
+  const session = await deps.authenticator.throttled(request.ip, () => deps.sessions.resume(cookie));
+  if (session instanceof AppError) throw session;
   if (!session) throw new AppError('not_signed_in');
   if (!SAFE_METHODS.has(request.method) && !csrfTokenMatches(session, header(request, 'x-csrf-token'))) {
     throw new AppError('csrf_failed');
@@ -105,6 +117,13 @@ export async function resolvePrincipal(deps: ApiDeps, request: FastifyRequest): 
       field: 'X-Company-Id',
     });
   }
+  // Checked on every request, as membership is: turning the requirement on holds at once.
+  if (membership.requiresTwoFactor && !session.userHasTwoFactor) {
+    throw new AppError(
+      'two_factor_setup_required',
+      `${membership.companyName} requires two-factor sign-in: turn it on under Account to continue.`,
+    );
+  }
   return {
     companyId: membership.companyId,
     actor,
@@ -112,6 +131,21 @@ export async function resolvePrincipal(deps: ApiDeps, request: FastifyRequest): 
     session,
     role: membership.role,
   };
+}
+
+/**
+ * The session of a public route's caller, when there is one (a route that works signed in
+ * or out: accepting an invitation). A change needs its CSRF token as anywhere else; a
+ * cookie that opens no session is as good as none.
+ */
+export async function optionalSession(deps: ApiDeps, request: FastifyRequest): Promise<SessionRecord | undefined> {
+  const cookie = request.cookies[SESSION_COOKIE];
+  if (cookie === undefined) return undefined;
+  const session = await deps.sessions.resume(cookie);
+  if (session && !SAFE_METHODS.has(request.method) && !csrfTokenMatches(session, header(request, 'x-csrf-token'))) {
+    throw new AppError('csrf_failed');
+  }
+  return session;
 }
 
 function companyFromQuery(request: FastifyRequest): string | undefined {

@@ -1,6 +1,5 @@
 import { Type } from 'typebox';
 import type { AppInstance } from '../app.js';
-import { MIN_PASSWORD_LENGTH } from '../domain/password.js';
 import { AppError } from '../errors.js';
 import type { Member } from '../store/store.js';
 import { managementFor, noContent, principalOf, type ApiDeps } from './context.js';
@@ -23,8 +22,9 @@ const ACCESS_NOTE =
   "the person's sessions; their sessions themselves go on (a session is a person's, not a company's).";
 
 /**
- * /api/v1/members: who may use the company, with which role. Owners manage members;
- * every member reads the list; management keys never reach it (a leaked key cannot add anyone).
+ * /api/v1/members: who may use the company, with which role. People join by invitation
+ * (invitations.ts); owners change roles and remove members; every member reads the list;
+ * management keys never reach it (a leaked key cannot let anyone in).
  */
 export async function memberRoutes(app: AppInstance, deps: ApiDeps): Promise<void> {
   const tags = ['Members'];
@@ -68,40 +68,6 @@ export async function memberRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
       const member = await deps.store.getMember(companyId, request.params.user_id);
       if (!member) throw new AppError('not_found', `No member with id ${request.params.user_id}.`);
       return presentMember(member);
-    },
-  );
-
-  app.post(
-    '/members',
-    {
-      config: { permission: 'members:manage' },
-      schema: {
-        tags,
-        summary: 'Add a member',
-        description:
-          'Owners only. Adds the person with this email. Someone without an account needs `password`: the account is ' +
-          'created with it, and you pass it on yourself (this service sends no email, so there are no invitations); ' +
-          'without it the answer is a 400 saying so. An existing account keeps its own password (`user_created` is then ' +
-          'false). A person already in the company is a 409: change their role instead.',
-        body: Type.Object({
-          email: Type.String({ minLength: 3, maxLength: 320 }),
-          role: RoleSchema,
-          password: Type.Optional(Type.String({ minLength: MIN_PASSWORD_LENGTH, maxLength: 1024 })),
-        }),
-        response: {
-          201: Type.Object({
-            member: MemberSchema,
-            user_created: Type.Boolean({ description: 'Whether the account was created by this call.' }),
-          }),
-          ...ERROR_RESPONSES,
-          409: ErrorResponse,
-        },
-      },
-    },
-    async (request, reply) => {
-      const { companyId } = principalOf(request);
-      const added = await managementFor(deps, request).addMember(companyId, request.body);
-      return reply.code(201).send({ member: presentMember(added.member), user_created: added.userCreated });
     },
   );
 

@@ -29,6 +29,12 @@ export class FailureWindows {
     }
   }
 
+  /** Takes back one count of `key` (an attempt counted before it was checked, which did not fail). */
+  uncount(key: string): void {
+    const window = this.windows.get(key);
+    if (window && window.failures > 0) window.failures--;
+  }
+
   /** Milliseconds until `key` may try again (0: now). */
   blockedFor(key: string, limit: number): number {
     const window = this.windows.get(key);

@@ -83,6 +83,22 @@ export class Authenticator {
   }
 
   /**
+   * The same per-address limit for another credential (a panel session's cookie): `find`
+   * resolves it, undefined meaning it is not valid, which counts as a failure.
+   */
+  async throttled<T>(ip: string, find: () => Promise<T | undefined>): Promise<T | undefined | AppError> {
+    const wait = this.failures.retryAfterSeconds(ip);
+    if (wait > 0) {
+      return new AppError('auth_rate_limited', 'Too many requests with an invalid key or session came from this address; retry later.', {
+        retryAfterSeconds: wait,
+      });
+    }
+    const found = await find();
+    if (found === undefined) this.failures.recordFailure(ip);
+    return found;
+  }
+
+  /**
    * The live key behind an X-API-Key header, or the error that refuses it: 401 when it is
    * absent, malformed, unknown, revoked or expired. What the key may do is the caller's
    * question.

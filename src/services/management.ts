@@ -1,10 +1,11 @@
 import type { Environment } from '../config.js';
 import {
   DEFAULT_ROTATION_GRACE_SECONDS,
-  INTEGRATION_SCOPES,
   MANAGEMENT_SCOPES,
   MAX_ROTATION_GRACE_SECONDS,
   issueApiKey,
+  validIntegrationScopes,
+  type IntegrationScope,
   type Scope,
 } from '../domain/api-key.js';
 import { isId, newId, newIntegrationKey } from '../domain/ids.js';
@@ -40,6 +41,8 @@ export interface NewIntegrationInput {
   enabled?: boolean;
   bodyLimitBytes?: number;
   rateLimitPerMinute?: number | null;
+  /** Of its first key; all of them when absent (see validIntegrationScopes). */
+  keyScopes?: readonly IntegrationScope[];
 }
 
 const MAX_NAME_LENGTH = 200;
@@ -67,7 +70,7 @@ export class Management {
   async createCompany(name: string): Promise<Company> {
     const company = { id: newId('cmp'), name: validName(name), retentionDays: DEFAULT_RETENTION_DAYS, createdAt: this.now() };
     await this.store.createCompany(company, this.audit('company.create', 'company', company.id, { after: company }));
-    return company;
+    return { ...company, requireTwoFactor: false };
   }
 
   async addUser(companyId: string, email: string, password: string, role: string): Promise<{ id: string; email: string }> {
@@ -88,13 +91,17 @@ export class Management {
    * who is also this instance's actor). AppError setup_link_invalid when the token is
    * wrong, used or expired; nothing is stored then.
    */
-  async completeSetup(tokenHash: string, input: { companyName: string; email: string; password: string; ownerId: string }) {
+  async completeSetup(
+    tokenHash: string,
+    input: { companyName: string; email: string; password: string; ownerId: string },
+    hash: (password: string) => Promise<string> = hashPassword,
+  ) {
     const now = this.now();
     // Checked before the password is hashed, so a stream of guesses costs no CPU; the
     // store checks again atomically when it uses the token up.
     if (!(await this.store.isSetupTokenUsable(tokenHash, now))) throw new AppError('setup_link_invalid');
     const company = { id: newId('cmp'), name: validName(input.companyName), retentionDays: DEFAULT_RETENTION_DAYS, createdAt: now };
-    const owner = await this.newUser(input.ownerId, input.email, input.password);
+    const owner = await this.newUser(input.ownerId, input.email, input.password, hash);
     const done = await this.store.completeSetup(tokenHash, now, company, owner, {
       company: this.audit('company.create', 'company', company.id, { after: company }),
       owner: this.audit('member.add', 'user', owner.id, { after: { email: owner.email, role: 'owner' } }),
@@ -104,13 +111,13 @@ export class Management {
   }
 
   /** A new account's row: the email checked and lower-cased, the password long enough and hashed. */
-  private async newUser(id: string, email: string, password: string): Promise<NewUser> {
+  private async newUser(id: string, email: string, password: string, hash = hashPassword): Promise<NewUser> {
     const normalized = email.trim().toLowerCase();
     if (!EMAIL_PATTERN.test(normalized)) throw new AppError('invalid_request', `"${email}" is not an email address.`, { field: 'email' });
     if (password.length < MIN_PASSWORD_LENGTH) {
       throw new AppError('invalid_request', `The password must be at least ${MIN_PASSWORD_LENGTH} characters.`, { field: 'password' });
     }
-    return { id, email: normalized, passwordHash: await hashPassword(password), createdAt: this.now() };
+    return { id, email: normalized, passwordHash: await hash(password), createdAt: this.now() };
   }
 
   async createIntegration(companyId: string, input: NewIntegrationInput) {
@@ -128,6 +135,7 @@ export class Management {
       createdAt: now,
       updatedAt: now,
     };
+    const keyScopes = validIntegrationScopes(input.keyScopes);
     const key = issueApiKey(this.options.environment);
     const keyId = newId('key');
     await this.store.createIntegration(
@@ -136,13 +144,13 @@ export class Management {
       {
         id: keyId,
         integrationId: integration.id,
-        scopes: [...INTEGRATION_SCOPES],
+        scopes: keyScopes,
         prefix: key.prefix,
         hash: key.hash,
         createdAt: now,
         expiresAt: null,
       },
-      this.audit('integration.create', 'integration', integration.id, { after: { ...integration, firstKeyId: keyId } }),
+      this.audit('integration.create', 'integration', integration.id, { after: { ...integration, firstKeyId: keyId, firstKeyScopes: keyScopes } }),
     );
     return { integration, keyId, apiKey: key.plaintext, webhookUrl: this.webhookUrl(integration.integrationKey) };
   }
@@ -221,8 +229,13 @@ export class Management {
     return { id, apiKey: key.plaintext };
   }
 
-  /** A new key for the integration; the old ones keep working for `graceSeconds`. */
-  async rotateIntegrationKey(companyId: string, integrationId: string, graceSeconds = DEFAULT_ROTATION_GRACE_SECONDS) {
+  /** A new key for the integration (with `scopes`, by default all); the old ones keep working for `graceSeconds`. */
+  async rotateIntegrationKey(
+    companyId: string,
+    integrationId: string,
+    graceSeconds = DEFAULT_ROTATION_GRACE_SECONDS,
+    scopes?: readonly IntegrationScope[],
+  ) {
     if (!Number.isInteger(graceSeconds) || graceSeconds < 0 || graceSeconds > MAX_ROTATION_GRACE_SECONDS) {
       throw new AppError(
         'invalid_request',
@@ -230,6 +243,7 @@ export class Management {
         { field: 'grace' },
       );
     }
+    const keyScopes = validIntegrationScopes(scopes);
     const now = this.now();
     const key = issueApiKey(this.options.environment);
     const id = newId('key');
@@ -237,10 +251,10 @@ export class Management {
     await this.store.rotateIntegrationKey(
       companyId,
       integrationId,
-      { id, integrationId, scopes: [...INTEGRATION_SCOPES], prefix: key.prefix, hash: key.hash, createdAt: now, expiresAt: null },
+      { id, integrationId, scopes: keyScopes, prefix: key.prefix, hash: key.hash, createdAt: now, expiresAt: null },
       previousExpiresAt,
       this.audit('key.rotate', 'integration', integrationId, {
-        after: { newKeyId: id, prefix: key.prefix, previousKeysExpireAt: previousExpiresAt },
+        after: { newKeyId: id, prefix: key.prefix, scopes: keyScopes, previousKeysExpireAt: previousExpiresAt },
       }),
     );
     return { id, apiKey: key.plaintext, previousKeyExpiresAt: previousExpiresAt };
@@ -253,17 +267,21 @@ export class Management {
   }
 
   // --- keys and management keys ---
-  /** One more key for the integration beside its others, e.g. for a second sender. */
-  async createIntegrationKey(companyId: string, integrationId: string, input: { name?: string; expiresAt?: number | null } = {}) {
+  /** One more key for the integration beside its others, e.g. for a second sender; with `scopes`, by default all. */
+  async createIntegrationKey(
+    companyId: string,
+    integrationId: string,
+    input: { name?: string; expiresAt?: number | null; scopes?: readonly IntegrationScope[] } = {},
+  ) {
     const now = this.now();
     const name = validKeyName(input.name ?? '');
     const expiresAt = input.expiresAt ?? null;
     if (expiresAt !== null && expiresAt <= now) {
       throw new AppError('invalid_request', 'expires_at must be in the future.', { field: 'expires_at' });
     }
+    const scopes = validIntegrationScopes(input.scopes);
     const key = issueApiKey(this.options.environment);
     const id = newId('key');
-    const scopes = [...INTEGRATION_SCOPES];
     await this.store.createApiKey(
       companyId,
       { id, integrationId, name, scopes, prefix: key.prefix, hash: key.hash, createdAt: now, expiresAt },
@@ -292,43 +310,6 @@ export class Management {
 
   // --- members and company settings ---
 
-  /**
-   * Adds the person with `email`. Without an account they get one only when a password is
-   * given: the service sends no email, so there are no invitations. An existing account
-   * keeps its own password whatever is sent.
-   */
-  async addMember(
-    companyId: string,
-    input: { email: string; role: string; password?: string },
-  ): Promise<{ member: Member; userCreated: boolean }> {
-    await this.requireCompany(companyId);
-    const email = input.email.trim().toLowerCase();
-    if (!EMAIL_PATTERN.test(email)) throw new AppError('invalid_request', `"${input.email}" is not an email address.`, { field: 'email' });
-    const role = this.validRole(input.role);
-    let newUser: NewUser | undefined;
-    if (input.password !== undefined) {
-      if (input.password.length < MIN_PASSWORD_LENGTH) {
-        throw new AppError('invalid_request', `The password must be at least ${MIN_PASSWORD_LENGTH} characters.`, { field: 'password' });
-      }
-      if (!(await this.store.findUserByEmail(email))) {
-        newUser = { id: newId('usr'), email, passwordHash: await hashPassword(input.password), createdAt: this.now() };
-      }
-    }
-    const outcome = await this.store.addMember(companyId, email, role, newUser, this.now(), this.audit('member.add', 'user', newUser?.id ?? ''));
-    if (outcome.kind === 'no_user') {
-      throw new AppError(
-        'invalid_request',
-        `Nobody has an account with ${email}. Send a password (at least ${MIN_PASSWORD_LENGTH} characters) to create one, ` +
-          'and give it to the person yourself: this service sends no email invitations.',
-        { field: 'password' },
-      );
-    }
-    if (outcome.kind === 'already_member') {
-      throw new AppError('conflict', `${email} is already a member of this company, as ${outcome.member.role}; change their role instead.`);
-    }
-    return { member: outcome.member, userCreated: outcome.userCreated };
-  }
-
   /** Gives a member another role; the company always keeps an owner. */
   async changeMemberRole(companyId: string, userId: string, role: string): Promise<Member> {
     const valid = this.validRole(role);
@@ -355,9 +336,20 @@ export class Management {
         field: 'retention_days',
       });
     }
+    if (changes.requireTwoFactor === true && !(await this.actorHasTwoFactor())) {
+      throw new AppError('conflict', 'Turn on two-factor sign-in for your own account first (under Account), then require it of everyone.', {
+        field: 'require_two_factor',
+      });
+    }
     const updated = await this.store.updateCompany(companyId, valid, this.audit('company.update', 'company', companyId));
     if (!updated) throw notFound('company', companyId);
     return updated.after;
+  }
+
+  /** Whether the person making this change signs in with a second factor (keys and the CLI do not sign in). */
+  private async actorHasTwoFactor(): Promise<boolean> {
+    if (this.actor.type !== 'user' || this.actor.id === null) return false;
+    return (await this.store.findUserById(this.actor.id))?.totpSecret != null;
   }
 
   private memberChanged(change: MemberChange, userId: string): { before: Member } {

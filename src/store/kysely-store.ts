@@ -7,11 +7,23 @@ import { IntakeMigrations, type DialectTypes } from './migrations/index.js';
 import { insertAudit, listAuditLog } from './queries/audit.js';
 import * as integrations from './queries/integrations.js';
 import * as logs from './queries/logs.js';
-import type { RequestLogQuery, UsageBucket, UsageQuery, WebhookPage, WebhookSearch } from './store.js';
+import * as webhooks from './queries/webhooks.js';
+import type {
+  RequestLogQuery,
+  UsageBucket,
+  UsageQuery,
+  WebhookHead,
+  WebhookHeadQuery,
+  WebhookPage,
+  WebhookSearch,
+  WebhookSummary,
+} from './store.js';
 import * as keys from './queries/keys.js';
+import * as accounts from './queries/accounts.js';
+import * as invitations from './queries/invitations.js';
 import * as members from './queries/members.js';
 import * as sessions from './queries/sessions.js';
-import type { AddMemberOutcome, CompanyChanges, Member, MemberChange } from './store.js';
+import type { AcceptOutcome, CompanyChanges, InviteOutcome, Member, MemberChange, NewCompany, NewInvitation, NewSession } from './store.js';
 import {
   DEFAULT_RETENTION_DAYS,
   IDEMPOTENCY_WINDOW_MS,
@@ -241,7 +253,7 @@ export class KyselyStore implements Store {
   async listWebhooks(companyId: string, integrationId: string, query: WebhookQuery): Promise<StoredWebhook[]> {
     let select = this.db
       .selectFrom('webhooks')
-      .select(logs.WEBHOOK_COLUMNS)
+      .select(webhooks.WEBHOOK_COLUMNS)
       .where('company_id', '=', companyId)
       .where('integration_id', '=', integrationId);
     if (query.event !== undefined) select = select.where('event', '=', query.event);
@@ -260,18 +272,18 @@ export class KyselyStore implements Store {
       );
     }
     const rows = await select.orderBy('received_at', 'desc').orderBy('uuid', 'desc').limit(query.limit).execute();
-    return rows.map(logs.webhookOfRow);
+    return rows.map(webhooks.webhookOfRow);
   }
 
   async getWebhook(companyId: string, integrationId: string, uuid: string): Promise<StoredWebhook | undefined> {
     const row = await this.db
       .selectFrom('webhooks')
-      .select(logs.WEBHOOK_COLUMNS)
+      .select(webhooks.WEBHOOK_COLUMNS)
       .where('company_id', '=', companyId)
       .where('integration_id', '=', integrationId)
       .where('uuid', '=', uuid)
       .executeTakeFirst();
-    return row && logs.webhookOfRow(row);
+    return row && webhooks.webhookOfRow(row);
   }
 
   async listRequestLog(companyId: string, integrationId: string, limit: number): Promise<RequestLogEntry[]> {
@@ -287,7 +299,7 @@ export class KyselyStore implements Store {
     return rows.map(logs.requestLogOfRow);
   }
 
-  async createCompany(company: Company, audit?: AuditEvent): Promise<void> {
+  async createCompany(company: NewCompany, audit?: AuditEvent): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
       await trx
         .insertInto('companies')
@@ -304,9 +316,7 @@ export class KyselyStore implements Store {
 
   async getCompany(companyId: string): Promise<Company | undefined> {
     const row = await this.db.selectFrom('companies').selectAll().where('id', '=', companyId).executeTakeFirst();
-    return (
-      row && { id: row.id, name: row.name, retentionDays: row.retention_days, createdAt: Number(row.created_at) }
-    );
+    return row && members.companyOfRow(row);
   }
 
   async addUser(
@@ -365,41 +375,48 @@ export class KyselyStore implements Store {
       .where('used_at', 'is', null)
       .where('expires_at', '>', now)
       .executeTakeFirst();
-    return row !== undefined;
+    return row !== undefined && (await this.countUsers()) === 0;
   }
 
   async completeSetup(
     tokenHash: string,
     now: number,
-    company: Company,
+    company: NewCompany,
     owner: NewUser,
     audit: { company: AuditEvent; owner: AuditEvent },
   ): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
-      // The update is the claim: two tabs submitting the same link cannot both set up.
-      const claimed = await trx
-        .updateTable('setup_tokens')
-        .set({ used_at: now })
-        .where('token_hash', '=', tokenHash)
-        .where('used_at', 'is', null)
-        .where('expires_at', '>', now)
-        .executeTakeFirst();
-      if (Number(claimed.numUpdatedRows) !== 1) return false;
-      const taken = await trx.selectFrom('users').select('id').where('email', '=', owner.email).executeTakeFirst();
-      if (taken) throw new AppError('conflict', `An account with ${owner.email} exists already: sign in instead.`, { field: 'email' });
-      await trx
-        .insertInto('companies')
-        .values({ id: company.id, name: company.name, retention_days: company.retentionDays, created_at: company.createdAt })
-        .execute();
-      await trx
-        .insertInto('users')
-        .values({ id: owner.id, email: owner.email, password_hash: owner.passwordHash, created_at: owner.createdAt })
-        .execute();
-      await trx.insertInto('memberships').values({ company_id: company.id, user_id: owner.id, role: 'owner', created_at: now }).execute();
-      await insertAudit(trx, company.id, audit.company);
-      await insertAudit(trx, company.id, audit.owner);
+    const rollback = new Error('roll back');
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        // One use ends every link: the claim takes every unused link at once, and counts
+        // only if this one is among them. Two tabs (or two links) cannot both set up.
+        const claimed = await trx
+          .updateTable('setup_tokens')
+          .set({ used_at: now })
+          .where('used_at', 'is', null)
+          .returning(['token_hash', 'expires_at'])
+          .execute();
+        const usable = claimed.some((t) => t.token_hash === tokenHash && Number(t.expires_at) > now);
+        // Setup makes the first account: once anyone has one, no link sets up anything.
+        const users = await trx.selectFrom('users').select('id').limit(1).execute();
+        if (!usable || users.length > 0) throw rollback;
+        await trx
+          .insertInto('companies')
+          .values({ id: company.id, name: company.name, retention_days: company.retentionDays, created_at: company.createdAt })
+          .execute();
+        await trx
+          .insertInto('users')
+          .values({ id: owner.id, email: owner.email, password_hash: owner.passwordHash, created_at: owner.createdAt })
+          .execute();
+        await trx.insertInto('memberships').values({ company_id: company.id, user_id: owner.id, role: 'owner', created_at: now }).execute();
+        await insertAudit(trx, company.id, audit.company);
+        await insertAudit(trx, company.id, audit.owner);
+      });
       return true;
-    });
+    } catch (error) {
+      if (error === rollback) return false;
+      throw error;
+    }
   }
 
   async createIntegration(companyId: string, integration: Integration, firstKey: NewApiKey, audit?: AuditEvent): Promise<void> {
@@ -520,18 +537,18 @@ export class KyselyStore implements Store {
   }
 
   findUserByEmail(email: string) {
-    return sessions.findUserByEmail(this.db, email);
+    return accounts.findUserByEmail(this.db, email);
   }
 
-  async findUserById(userId: string) {
-    return this.db.selectFrom('users').select(['id', 'email']).where('id', '=', userId).executeTakeFirst();
+  findUserById(userId: string) {
+    return accounts.findUserById(this.db, userId);
   }
 
   listMembershipsOfUser(userId: string) {
     return sessions.listMembershipsOfUser(this.db, userId);
   }
 
-  createSession(session: SessionRecord): Promise<void> {
+  createSession(session: NewSession): Promise<void> {
     return sessions.createSession(this.db, session);
   }
 
@@ -550,6 +567,79 @@ export class KyselyStore implements Store {
   async deleteSessionsOfUser(userId: string): Promise<number> {
     const result = await this.db.deleteFrom('sessions').where('user_id', '=', userId).executeTakeFirst();
     return Number(result.numDeletedRows);
+  }
+
+  setPassword(userId: string, passwordHash: string, at: number, keepSession: string | null) {
+    return accounts.setPassword(this.db, userId, passwordHash, at, keepSession);
+  }
+
+  createPasswordReset(userId: string, tokenHash: string, createdAt: number, expiresAt: number) {
+    return accounts.createPasswordReset(this.db, userId, tokenHash, createdAt, expiresAt);
+  }
+
+  isPasswordResetUsable(tokenHash: string, now: number) {
+    return accounts.isPasswordResetUsable(this.db, tokenHash, now);
+  }
+
+  resetPassword(tokenHash: string, now: number, passwordHash: string) {
+    return accounts.resetPassword(this.db, tokenHash, now, passwordHash);
+  }
+
+  setPendingTwoFactor(userId: string, sealedSecret: string) {
+    return accounts.setPendingTwoFactor(this.db, userId, sealedSecret);
+  }
+
+  enableTwoFactor(
+    userId: string,
+    change: { sealedSecret: string; step: number; recoveryCodeHashes: string[]; at: number; keepSession: string | null },
+  ) {
+    return accounts.enableTwoFactor(this.db, userId, change);
+  }
+
+  disableTwoFactor(userId: string) {
+    return accounts.disableTwoFactor(this.db, userId);
+  }
+
+  replaceRecoveryCodes(userId: string, codeHashes: string[], at: number) {
+    return accounts.replaceRecoveryCodes(this.db, userId, codeHashes, at);
+  }
+
+  useTotpStep(userId: string, step: number) {
+    return accounts.useTotpStep(this.db, userId, step);
+  }
+
+  useRecoveryCode(userId: string, codeHash: string, at: number) {
+    return accounts.useRecoveryCode(this.db, userId, codeHash, at);
+  }
+
+  countRecoveryCodes(userId: string) {
+    return accounts.countRecoveryCodes(this.db, userId);
+  }
+
+  // --- invitations ---
+  createInvitation(companyId: string, invitation: NewInvitation, audit: AuditEvent): Promise<InviteOutcome> {
+    return invitations.createInvitation(this.db, companyId, invitation, audit);
+  }
+
+  listInvitations(companyId: string, query: { limit: number; cursor?: PageCursor }, now: number) {
+    return invitations.listInvitations(this.db, companyId, query, now);
+  }
+
+  revokeInvitation(companyId: string, invitationId: string, at: number, audit: AuditEvent) {
+    return invitations.revokeInvitation(this.db, companyId, invitationId, at, audit);
+  }
+
+  findInvitationByToken(tokenHash: string, now: number) {
+    return invitations.findInvitationByToken(this.db, tokenHash, now);
+  }
+
+  acceptInvitation(
+    tokenHash: string,
+    now: number,
+    who: { userId: string } | { newUser: NewUser },
+    audit: Omit<AuditEvent, 'targetId' | 'after'>,
+  ): Promise<AcceptOutcome> {
+    return invitations.acceptInvitation(this.db, tokenHash, now, who, audit);
   }
 
   // --- management API: integrations and keys ---
@@ -618,11 +708,27 @@ export class KyselyStore implements Store {
 
   // --- management API: webhooks, request log, usage ---
   listCompanyWebhooks(companyId: string, query: WebhookSearch): Promise<WebhookPage> {
-    return logs.listCompanyWebhooks(this.db, this.types, companyId, query);
+    return webhooks.readWebhookPage(this.db, this.types, companyId, query, webhooks.SUMMARY);
+  }
+
+  exportCompanyWebhooks(companyId: string, query: WebhookSearch): Promise<WebhookPage<StoredWebhook>> {
+    return webhooks.readWebhookPage(this.db, this.types, companyId, query, webhooks.WHOLE);
+  }
+
+  listCompanyWebhookHeads(companyId: string, query: WebhookHeadQuery): Promise<WebhookHead[]> {
+    return webhooks.listWebhookHeads(this.db, this.types, companyId, query);
+  }
+
+  getCompanyWebhookHead(companyId: string, uuid: string): Promise<WebhookHead | undefined> {
+    return webhooks.getWebhookHead(this.db, this.types, companyId, uuid);
+  }
+
+  getCompanyWebhookSummaries(companyId: string, heads: readonly WebhookHead[]): Promise<WebhookSummary[]> {
+    return webhooks.readBodies(this.db, companyId, heads, webhooks.SUMMARY);
   }
 
   getCompanyWebhook(companyId: string, uuid: string): Promise<StoredWebhook | undefined> {
-    return logs.getCompanyWebhook(this.db, companyId, uuid);
+    return webhooks.getCompanyWebhook(this.db, companyId, uuid);
   }
 
   listCompanyRequestLog(companyId: string, query: RequestLogQuery): Promise<RequestLogEntry[]> {
@@ -640,29 +746,6 @@ export class KyselyStore implements Store {
 
   getMember(companyId: string, userId: string): Promise<Member | undefined> {
     return members.getMember(this.db, companyId, userId);
-  }
-
-  async addMember(
-    companyId: string,
-    email: string,
-    role: Role,
-    newUser: NewUser | undefined,
-    at: number,
-    audit: AuditEvent,
-  ): Promise<AddMemberOutcome> {
-    return this.db.transaction().execute(async (trx) => {
-      if (!(await members.lockCompany(trx, companyId))) throw new AppError('not_found', `No company with id ${companyId}.`);
-      const outcome = await members.addMember(trx, companyId, email, role, newUser, at);
-      if (outcome.kind === 'added') {
-        const { member, userCreated } = outcome;
-        await insertAudit(trx, companyId, {
-          ...audit,
-          targetId: member.userId,
-          after: { email: member.email, role: member.role, userCreated },
-        });
-      }
-      return outcome;
-    });
   }
 
   async changeMember(companyId: string, userId: string, role: Role | null, audit: AuditEvent): Promise<MemberChange> {

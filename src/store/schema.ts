@@ -17,6 +17,9 @@ export interface Database {
   setup_tokens: SetupTokensTable;
   audit_log: AuditLogTable;
   sessions: SessionsTable;
+  recovery_codes: RecoveryCodesTable;
+  invitations: InvitationsTable;
+  password_resets: PasswordResetsTable;
 }
 
 export interface CompaniesTable {
@@ -24,6 +27,8 @@ export interface CompaniesTable {
   name: string;
   retention_days: number;
   created_at: number;
+  /** 1: members must sign in with a second factor to reach the company. */
+  require_two_factor: Generated<number>;
 }
 
 export interface UsersTable {
@@ -31,6 +36,14 @@ export interface UsersTable {
   email: string;
   password_hash: string;
   created_at: number;
+  /** The TOTP secret, sealed with INTAKE_SECRETS_KEY (see domain/secret-box.ts); null: two-factor off. */
+  totp_secret: string | null;
+  /** A secret being enrolled (sealed), until a code from it turns two-factor on. */
+  totp_pending_secret: string | null;
+  totp_enabled_at: number | null;
+  /** The last TOTP time step accepted: a code is good once (RFC 6238, section 5.2). */
+  totp_last_step: number | null;
+  password_changed_at: number | null;
 }
 
 export interface MembershipsTable {
@@ -149,4 +162,37 @@ export interface SessionsTable {
   expires_at: number;
   ip: string | null;
   user_agent: string | null;
+}
+
+/** One-time recovery codes of a user's two-factor sign-in, by SHA-256. */
+export interface RecoveryCodesTable {
+  user_id: string;
+  code_hash: string;
+  created_at: number;
+  used_at: number | null;
+}
+
+/** An invitation to join a company; its link's token only by SHA-256. */
+export interface InvitationsTable {
+  id: string;
+  company_id: string;
+  /** Lower-cased; only the account with this email may accept. */
+  email: string;
+  role: string;
+  token_hash: string;
+  invited_by: string | null;
+  created_at: number;
+  expires_at: number;
+  accepted_at: number | null;
+  accepted_by: string | null;
+  revoked_at: number | null;
+}
+
+/** One-time password reset links, by the SHA-256 of their token. */
+export interface PasswordResetsTable {
+  token_hash: string;
+  user_id: string;
+  created_at: number;
+  expires_at: number;
+  used_at: number | null;
 }

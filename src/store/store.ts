@@ -48,7 +48,7 @@ export interface Store {
 
   // Companies and users.
   /** Creates a tenant: the one write that has no company yet. */
-  createCompany(company: Company, audit?: AuditEvent): Promise<void>;
+  createCompany(company: NewCompany, audit?: AuditEvent): Promise<void>;
   getCompany(companyId: string): Promise<Company | undefined>;
   /** Creates the user (or finds it by email) and makes it a member with this role. */
   addUser(
@@ -70,7 +70,7 @@ export interface Store {
   completeSetup(
     tokenHash: string,
     now: number,
-    company: Company,
+    company: NewCompany,
     owner: NewUser,
     audit: { company: AuditEvent; owner: AuditEvent },
   ): Promise<boolean>;
@@ -105,17 +105,58 @@ export interface Store {
   // Audit log: written by each change above in its own transaction (the `audit` argument).
   listAuditLog(companyId: string, query: AuditQuery): Promise<AuditRecord[]>;
 
-  // Panel sessions and logins: a user is not a company's, so these take no company.
-  findUserByEmail(email: string): Promise<{ id: string; email: string; passwordHash: string } | undefined>;
-  findUserById(userId: string): Promise<{ id: string; email: string } | undefined>;
+  // Accounts, sessions and sign-in: a user is not a company's, so these take no company.
+  findUserByEmail(email: string): Promise<UserAccount | undefined>;
+  findUserById(userId: string): Promise<UserAccount | undefined>;
   /** The companies the user belongs to, with the role in each. */
-  listMembershipsOfUser(userId: string): Promise<Array<{ companyId: string; companyName: string; role: Role }>>;
-  createSession(session: SessionRecord): Promise<void>;
+  listMembershipsOfUser(userId: string): Promise<UserMembership[]>;
+  createSession(session: NewSession): Promise<void>;
   /** The live session with this id hash (not expired at `now`), or undefined. */
   findSession(idHash: string, now: number): Promise<SessionRecord | undefined>;
   touchSession(idHash: string, at: number): Promise<void>;
   deleteSession(idHash: string): Promise<void>;
   deleteSessionsOfUser(userId: string): Promise<number>;
+  /** A new password; every session of the user but `keepSession` ends, every reset link is used up. */
+  setPassword(userId: string, passwordHash: string, at: number, keepSession: string | null): Promise<void>;
+  createPasswordReset(userId: string, tokenHash: string, createdAt: number, expiresAt: number): Promise<void>;
+  /** Whether a reset link can be used at `now` (a cheap check before hashing a password). */
+  isPasswordResetUsable(tokenHash: string, now: number): Promise<boolean>;
+  /** Uses up the link and sets the password; every session ends. The user's id, or undefined. */
+  resetPassword(tokenHash: string, now: number, passwordHash: string): Promise<string | undefined>;
+  /** Starts (or restarts) two-factor enrolment with a sealed secret. */
+  setPendingTwoFactor(userId: string, sealedSecret: string): Promise<void>;
+  /**
+   * Turns two-factor on with the pending secret, if it is still `sealedSecret`; replaces the
+   * recovery codes; ends every session but `keepSession`. False when the pending secret changed.
+   */
+  enableTwoFactor(
+    userId: string,
+    change: { sealedSecret: string; step: number; recoveryCodeHashes: string[]; at: number; keepSession: string | null },
+  ): Promise<boolean>;
+  disableTwoFactor(userId: string): Promise<void>;
+  replaceRecoveryCodes(userId: string, codeHashes: string[], at: number): Promise<void>;
+  /** Marks the TOTP step used, unless it or a later one was: false means a replayed code. */
+  useTotpStep(userId: string, step: number): Promise<boolean>;
+  /** Uses up an unused recovery code; false when there is none with this hash. */
+  useRecoveryCode(userId: string, codeHash: string, at: number): Promise<boolean>;
+  countRecoveryCodes(userId: string): Promise<number>;
+
+  // Invitations.
+  /** Invites an email to the company (a pending invitation of the same email is revoked). */
+  createInvitation(companyId: string, invitation: NewInvitation, audit: AuditEvent): Promise<InviteOutcome>;
+  /** Pending invitations (not accepted, revoked or expired at `now`), newest first. */
+  listInvitations(companyId: string, query: { limit: number; cursor?: PageCursor }, now: number): Promise<Invitation[]>;
+  /** Revokes a pending invitation; false when there is none. */
+  revokeInvitation(companyId: string, invitationId: string, at: number, audit: AuditEvent): Promise<boolean>;
+  /** The pending invitation behind a link: the token names the tenant, so no company is given. */
+  findInvitationByToken(tokenHash: string, now: number): Promise<InvitationForToken | undefined>;
+  /** Accepts it as the signed-in user or as a new account; membership and audit in one transaction. */
+  acceptInvitation(
+    tokenHash: string,
+    now: number,
+    who: { userId: string } | { newUser: NewUser },
+    audit: Omit<AuditEvent, 'targetId' | 'after'>,
+  ): Promise<AcceptOutcome>;
 
   // --- management API: integrations and keys ---
   /**
@@ -163,11 +204,21 @@ export interface Store {
   // --- management API: webhooks, request log, usage ---
   /**
    * The company's webhooks newest first, across its integrations or one, and where the
-   * next page starts. A search (`text`) reads at most SEARCH_SCAN_ROWS rows of the range
-   * per call, so its page may hold fewer than `limit` webhooks and still have a next.
+   * next page starts; without headers. A page stops at `limit` webhooks or when their bodies
+   * reach WEBHOOK_PAGE_BYTES, whichever comes first (always one at least). A search (`text`)
+   * reads at most SEARCH_SCAN_ROWS rows or SEARCH_SCAN_BYTES of bodies of the range per
+   * call, so its page may hold fewer than `limit` webhooks and still have a next.
    */
   listCompanyWebhooks(companyId: string, query: WebhookSearch): Promise<WebhookPage>;
+  /** The same page as listCompanyWebhooks, each webhook whole (headers and source IP): the export's read. */
+  exportCompanyWebhooks(companyId: string, query: WebhookSearch): Promise<WebhookPage<StoredWebhook>>;
   getCompanyWebhook(companyId: string, uuid: string): Promise<StoredWebhook | undefined>;
+  /** The newest webhooks of a range without their bodies (uuid, time, size): what the live tail polls. */
+  listCompanyWebhookHeads(companyId: string, query: WebhookHeadQuery): Promise<WebhookHead[]>;
+  /** One webhook's head, or undefined. */
+  getCompanyWebhookHead(companyId: string, uuid: string): Promise<WebhookHead | undefined>;
+  /** These webhooks of the company (heads the caller read), without headers, in the order given; purged ones left out. */
+  getCompanyWebhookSummaries(companyId: string, heads: readonly WebhookHead[]): Promise<WebhookSummary[]>;
   /** The company's request log newest first (cursor: received_at and id of the last). */
   listCompanyRequestLog(companyId: string, query: RequestLogQuery): Promise<RequestLogEntry[]>;
   /** Webhook sends (POST) per time bucket by outcome, oldest bucket first; empty buckets left out. */
@@ -177,18 +228,6 @@ export interface Store {
   /** The company's members with their email, newest first (cursor: when added and user id). */
   listMembers(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Member[]>;
   getMember(companyId: string, userId: string): Promise<Member | undefined>;
-  /**
-   * Makes the user with `email` a member; creates the user from `newUser` when nobody has
-   * that email. The audit record gets the user's id as its target and the member as after.
-   */
-  addMember(
-    companyId: string,
-    email: string,
-    role: Role,
-    newUser: NewUser | undefined,
-    at: number,
-    audit: AuditEvent,
-  ): Promise<AddMemberOutcome>;
   /** Sets a member's role, or removes the member (role null), unless no owner would be left. */
   changeMember(companyId: string, userId: string, role: Role | null, audit: AuditEvent): Promise<MemberChange>;
   /** The company before and after the change, or undefined when there is none. */
@@ -210,11 +249,16 @@ export interface Company {
   id: string;
   name: string;
   retentionDays: number;
+  /** Members must have two-factor sign-in on to reach the company. */
+  requireTwoFactor: boolean;
   createdAt: number;
 }
 
+/** A company as it starts: settings beyond these have their defaults. */
+export type NewCompany = Pick<Company, 'id' | 'name' | 'retentionDays' | 'createdAt'>;
+
 /** What a company's settings change may touch. */
-export type CompanyChanges = Partial<Pick<Company, 'name' | 'retentionDays'>>;
+export type CompanyChanges = Partial<Pick<Company, 'name' | 'retentionDays' | 'requireTwoFactor'>>;
 
 /** The longest retention a company may choose: ten years. */
 export const MAX_RETENTION_DAYS = 3650;
@@ -227,10 +271,60 @@ export interface Member {
   addedAt: number;
 }
 
-export type AddMemberOutcome =
-  | { kind: 'added'; member: Member; userCreated: boolean }
-  | { kind: 'already_member'; member: Member }
-  | { kind: 'no_user' };
+/** An account as sign-in and the account routes see it. */
+export interface UserAccount {
+  id: string;
+  email: string;
+  passwordHash: string;
+  createdAt: number;
+  /** Sealed (domain/secret-box.ts); null while two-factor sign-in is off. */
+  totpSecret: string | null;
+  /** Sealed; set while an enrolment waits for its first code. */
+  totpPendingSecret: string | null;
+  /** The last TOTP step accepted. */
+  totpLastStep: number | null;
+}
+
+export interface UserMembership {
+  companyId: string;
+  companyName: string;
+  role: Role;
+  /** The company requires two-factor sign-in of its members. */
+  requiresTwoFactor: boolean;
+}
+
+export interface NewInvitation {
+  id: string;
+  /** Lower-cased. */
+  email: string;
+  role: Role;
+  tokenHash: string;
+  invitedBy: string | null;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export interface Invitation {
+  id: string;
+  companyId: string;
+  email: string;
+  role: Role;
+  invitedBy: { userId: string; email: string } | null;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export interface InvitationForToken extends Invitation {
+  companyName: string;
+}
+
+export type InviteOutcome = { kind: 'created'; invitation: Invitation } | { kind: 'already_member' } | { kind: 'no_company' };
+
+export type AcceptOutcome =
+  | { kind: 'joined'; userId: string; companyId: string }
+  | { kind: 'invalid' }
+  | { kind: 'email_taken' }
+  | { kind: 'wrong_account'; invitationEmail: string; accountEmail: string };
 
 /** `after` is absent when the member was removed. */
 export type MemberChange =
@@ -424,18 +518,37 @@ export interface WebhookQuery {
   until?: number;
 }
 
-export interface StoredWebhook {
+/** A webhook as lists show it: its body (lists show its `data`), not its headers. */
+export interface WebhookSummary {
   uuid: string;
   integrationId: string;
   event: string;
   receivedAt: number;
   rawBody: Buffer;
+}
+
+export interface StoredWebhook extends WebhookSummary {
   headers: Record<string, string>;
   sourceIp: string;
 }
 
+/** What a webhook is without reading its body: the size comes from the row, not the bytes. */
+export interface WebhookHead {
+  uuid: string;
+  receivedAt: number;
+  sizeBytes: number;
+}
+
+/**
+ * Bodies one page of webhooks holds at most (a single larger webhook still makes a page):
+ * what one read loads into memory and hands to the event loop, whatever the body sizes.
+ */
+export const WEBHOOK_PAGE_BYTES = 1024 * 1024;
+
 /** Rows of the filtered range one payload search reads at most before it answers. */
 export const SEARCH_SCAN_ROWS = 10_000;
+/** Bytes of bodies one payload search reads at most before it answers (one more body at most). */
+export const SEARCH_SCAN_BYTES = 16 * 1024 * 1024;
 
 export interface WebhookSearch extends WebhookQuery {
   integrationId?: string;
@@ -443,8 +556,11 @@ export interface WebhookSearch extends WebhookQuery {
   text?: string;
 }
 
-export interface WebhookPage {
-  webhooks: StoredWebhook[];
+/** A range of the live tail: no cursor, no search. */
+export type WebhookHeadQuery = Omit<WebhookSearch, 'cursor' | 'text'>;
+
+export interface WebhookPage<W extends WebhookSummary = WebhookSummary> {
+  webhooks: W[];
   /** Where the next page starts, or null when there is none. */
   next: Cursor | null;
 }
@@ -521,7 +637,7 @@ export interface AuditQuery {
   until?: number;
 }
 
-export interface SessionRecord {
+export interface NewSession {
   idHash: string;
   userId: string;
   csrfToken: string;
@@ -531,4 +647,10 @@ export interface SessionRecord {
   expiresAt: number;
   ip: string | null;
   userAgent: string | null;
+}
+
+/** A live session, with what every request checks of its user. */
+export interface SessionRecord extends NewSession {
+  /** The user has two-factor sign-in on (so this session passed it: turning it on ends the others). */
+  userHasTwoFactor: boolean;
 }

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { ABSOLUTE_TIMEOUT_MS, IDLE_TIMEOUT_MS, Sessions } from '../../src/admin/sessions.js';
 import { buildTestApp, type TestApp } from '../helpers.js';
 import { managementKey, PASSWORD, signIn } from '../support/api.js';
+import { mapConcurrent } from '../support/processes.js';
 
 /** Panel sessions: sign-in, the cookie, CSRF, throttling, expiry and sign-out. */
 let t: TestApp;
@@ -64,9 +65,9 @@ describe('sign-in', () => {
   });
 
   test('after 20 failures from one IP, that IP is throttled whatever the account', async () => {
-    // At once: each failure costs a password check, and scrypt runs on the thread pool.
-    const guesses = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => login(`guess${i}@example.com`, 'wrong password!', '192.0.2.77')),
+    // Two at a time, as many as one address may have checked at once.
+    const guesses = await mapConcurrent(Array.from({ length: 20 }, (_, i) => i), 2, (i) =>
+      login(`guess${i}@example.com`, 'wrong password!', '192.0.2.77'),
     );
     expect(guesses.map((r) => r.statusCode)).toEqual(Array(20).fill(401));
     expect((await login(EMAIL, PASSWORD, '192.0.2.77')).statusCode).toBe(429);
@@ -87,6 +88,19 @@ describe('sign-in', () => {
 });
 
 describe('the session', () => {
+  test('a cookie that opens no session counts against its address as a wrong key does: past the limit, 429 before any lookup', async () => {
+    const forged = (i: number, remoteAddress: string) =>
+      t.app.inject({ method: 'GET', url: '/api/v1/integrations', headers: { cookie: `intake_session=forged-${i}` }, remoteAddress });
+    for (let i = 0; i < 100; i++) expect((await forged(i, '203.0.113.9')).statusCode).toBe(401);
+    const limited = await forged(100, '203.0.113.9');
+    expect(limited.statusCode).toBe(429);
+    expect(limited.json().code).toBe('auth_rate_limited');
+    // The address alone is held: a real session elsewhere is not.
+    const session = await signIn(t.app, EMAIL);
+    expect((await t.app.inject({ method: 'GET', url: '/api/v1/integrations', headers: session.read })).statusCode).toBe(200);
+    expect((await forged(101, '203.0.113.10')).statusCode).toBe(401);
+  });
+
   test('GET /auth/session answers with the cookie; without it 401; with a management key 403', async () => {
     const session = await signIn(t.app, EMAIL);
     const me = await t.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: session.read });
@@ -140,8 +154,9 @@ describe('expiry', () => {
   test('a session unused for the idle timeout ends; one used keeps going until the absolute timeout', async () => {
     let now = Date.UTC(2026, 0, 1);
     const sessions = new Sessions(t.store, () => now);
-    const idle = await sessions.signIn(EMAIL, PASSWORD, '192.0.2.1', null);
-    const busy = await sessions.signIn(EMAIL, PASSWORD, '192.0.2.1', null);
+    const user = (await t.store.findUserByEmail(EMAIL))!;
+    const idle = await sessions.start(user, '192.0.2.1', null);
+    const busy = await sessions.start(user, '192.0.2.1', null);
     const start = now;
     while (now < start + ABSOLUTE_TIMEOUT_MS - IDLE_TIMEOUT_MS) {
       now += IDLE_TIMEOUT_MS / 2;

@@ -34,7 +34,7 @@ const NEEDS: Record<string, Need> = {
   'POST /api/v1/integrations/:integration_id/keys': 'integrations:manage',
   'POST /api/v1/integrations/:integration_id/keys/rotate': 'integrations:manage',
   'POST /api/v1/integrations/:integration_id/keys/:key_id/revoke': 'integrations:manage',
-  'GET /api/v1/integrations/:integration_id/keys/:key_id/callers': 'integrations:read',
+  'GET /api/v1/integrations/:integration_id/keys/:key_id/callers': 'logs:read',
   'GET /api/v1/management-keys': 'members:manage',
   'POST /api/v1/management-keys': 'members:manage',
   'POST /api/v1/management-keys/:key_id/revoke': 'members:manage',
@@ -46,7 +46,15 @@ const NEEDS: Record<string, Need> = {
   'GET /api/v1/usage': 'logs:read',
   'GET /api/v1/members': 'members:read',
   'GET /api/v1/members/:user_id': 'members:read',
-  'POST /api/v1/members': 'members:manage',
+  'GET /api/v1/invitations': 'members:read',
+  'POST /api/v1/invitations': 'members:manage',
+  'DELETE /api/v1/invitations/:invitation_id': 'members:manage',
+  'GET /api/v1/account': 'session',
+  'POST /api/v1/account/password': 'session',
+  'POST /api/v1/account/two-factor/setup': 'session',
+  'POST /api/v1/account/two-factor/enable': 'session',
+  'POST /api/v1/account/two-factor/disable': 'session',
+  'POST /api/v1/account/two-factor/recovery-codes': 'session',
   'PATCH /api/v1/members/:user_id': 'members:manage',
   'DELETE /api/v1/members/:user_id': 'members:manage',
   'GET /api/v1/company': 'integrations:read',
@@ -58,7 +66,19 @@ const NEEDS: Record<string, Need> = {
 const PUBLIC: Record<string, string> = {
   'POST /api/v1/auth/login': 'signs in with the email and password of its body, whoever calls (test/api/auth.test.ts)',
   'POST /api/v1/auth/setup': 'spends the one-time setup token of its body, whoever calls (test/api/setup.test.ts)',
+  'POST /api/v1/auth/password-reset': 'asks for a reset email for the address of its body, answered the same for any (test/api/account.test.ts)',
+  'POST /api/v1/auth/password-reset/complete': 'spends the one-time reset token of its body (test/api/account.test.ts)',
+  'POST /api/v1/invitations/lookup': 'reads the invitation its token names, nothing else (test/api/invitations.test.ts)',
+  'POST /api/v1/invitations/accept': "spends the invitation its token names, for the caller's own account (test/api/invitations.test.ts)",
 };
+
+/**
+ * Routes about the signed-in person's own account, never a company: every caller above is
+ * tried on them (keys and nobody must be refused; B's sessions act on B's own account),
+ * but no positive control runs here, since each needs the person's password or an app's
+ * code (test/api/account.test.ts runs them).
+ */
+const PERSONAL = new Set(Object.entries(NEEDS).filter(([name, need]) => need === 'session' && name.includes('/account')).map(([name]) => name));
 
 /** Routes outside the matrix, each with why: none of them reads or changes a company's data. */
 const OUTSIDE: Array<[RegExp, string]> = [
@@ -73,6 +93,7 @@ const PARAMS: Record<string, (a: CompanyA, url: string) => string> = {
   key_id: (a, url) => (url.startsWith('/api/v1/management-keys/') ? a.spareManagementKey.id : a.spareKey.id),
   user_id: (a) => a.spareMember.userId,
   uuid: (a) => a.webhookUuid,
+  invitation_id: (a) => a.invitationId,
   integration_key: (a) => a.integration.integrationKey,
 };
 
@@ -86,7 +107,7 @@ const BODIES: Record<string, (world: IsolationWorld) => object> = {
   'POST /api/v1/integrations/:integration_id/keys': () => ({ name: 'Made by the isolation matrix' }),
   'POST /api/v1/integrations/:integration_id/keys/rotate': () => ({ grace_seconds: 3600 }),
   'POST /api/v1/management-keys': () => ({ name: 'Made by the isolation matrix', scopes: ['logs:read'] }),
-  'POST /api/v1/members': (world) => ({ email: world.outsider.email, role: 'viewer' }),
+  'POST /api/v1/invitations': (world) => ({ email: world.outsider.email, role: 'viewer' }),
   'PATCH /api/v1/members/:user_id': () => ({ role: 'admin' }),
   'PATCH /api/v1/company': () => ({ retention_days: 45 }),
   'POST /api/webhooks/:integration_key': () => ({ event: 'isolation.probe', data: {} }),
@@ -247,6 +268,7 @@ function matrix(): Case[] {
           const rule = caller.rule(route);
           return rule ? [{ ...call, caller, rule }] : [];
         });
+        if (PERSONAL.has(route.name)) return refused;
         return [...refused, { ...call, caller: route.intake ? A_KEY : A_OWNER, rule: 'granted' as const }];
       });
     });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { newId } from '../../src/domain/ids.js';
 import { buildTestApp, type TestApp } from '../helpers.js';
-import { PASSWORD, managementKey, member, signIn, type SignedIn } from '../support/api.js';
+import { PASSWORD, managementKey, member, type SignedIn } from '../support/api.js';
 import { quickMember } from '../support/members.js';
 
 /**
@@ -64,33 +64,6 @@ describe('members', () => {
     expect((await api('GET', `/members/${admin.userId}`, viewer.read)).json()).toMatchObject({ user_id: admin.userId, role: 'admin' });
   });
 
-  test('adding a new person with a password creates the account, which can sign in', async () => {
-    const c = await ownedCompany();
-    const added = await api('POST', '/members', c.headers, { email: ' New@Example.com ', role: 'viewer', password: 'a long enough secret' });
-    expect(added.statusCode, added.body).toBe(201);
-    expect(added.json()).toMatchObject({ user_created: true, member: { email: 'new@example.com', role: 'viewer' } });
-    expect(added.body).not.toContain('a long enough secret');
-    const session = await signIn(t.app, 'new@example.com', 'a long enough secret');
-    expect((await api('GET', '/members', session.read)).statusCode).toBe(200);
-    const [record] = await t.store.listAuditLog(c.id, { limit: 1, action: 'member.add' });
-    expect(record).toMatchObject({ actor: { type: 'user', id: c.owner.userId }, targetId: added.json().member.user_id });
-    expect(record!.after).toEqual({ email: 'new@example.com', role: 'viewer', userCreated: true });
-    expect(JSON.stringify(record)).not.toMatch(/a long enough secret|scrypt/);
-  });
-
-  test('adding an existing account keeps its password; it then reaches the company', async () => {
-    const c = await ownedCompany();
-    const elsewhere = (await t.management.createCompany('Elsewhere')).id;
-    const person = await member(t, elsewhere, 'viewer');
-    const email = (await api('GET', `/members/${person.userId}`, person.read)).json().email;
-    const added = await api('POST', '/members', c.headers, { email, role: 'admin', password: 'an attempt to take over' });
-    expect(added.statusCode, added.body).toBe(201);
-    expect(added.json()).toMatchObject({ user_created: false, member: { user_id: person.userId, email, role: 'admin' } });
-    await expect(signIn(t.app, email, 'an attempt to take over')).rejects.toThrow(/401/);
-    const reached = await api('POST', '/integrations', { ...person.change, 'x-company-id': c.id }, { name: 'As admin' });
-    expect(reached.statusCode).toBe(201);
-  });
-
   test('a role change and a removal hold from the next request of an open session', async () => {
     const c = await ownedCompany();
     const person = await member(t, c.id, 'viewer');
@@ -139,20 +112,20 @@ describe('members', () => {
   });
 
   test.each([
-    ['an unknown email without a password', { email: 'nobody@example.com', role: 'viewer' }, 'password', /Send a password/],
-    ['a short password', { email: 'x@example.com', role: 'viewer', password: 'short' }, undefined, /password/],
-    ['no email address', { email: 'not-an-email', role: 'viewer', password: PASSWORD }, 'email', /email address/],
-    ['an unknown role', { email: 'x@example.com', role: 'god', password: PASSWORD }, undefined, /role/],
-  ])('adding with %s is a 400 that says why', async (_name, payload, field, message) => {
-    const response = await api('POST', '/members', owner.change, payload);
+    ['no email address', { email: 'not-an-email', role: 'viewer' }, 'email', /email address/],
+    ['an unknown role', { email: 'x@example.com', role: 'god' }, undefined, /role/],
+  ])('inviting with %s is a 400 that says why', async (_name, payload, field, message) => {
+    const response = await api('POST', '/invitations', owner.change, payload);
     expect(response.statusCode).toBe(400);
     expect(response.json()).toMatchObject({ code: 'invalid_request', message: expect.stringMatching(message) });
     if (field) expect(response.json().field).toBe(field);
   });
 
-  test('adding a member twice is a 409; unknown and malformed ids are 404 and 400', async () => {
+  test('nobody is added without an invitation; inviting a member is a 409; unknown and malformed ids are 404 and 400', async () => {
     const email = (await api('GET', `/members/${admin.userId}`, owner.read)).json().email;
-    const twice = await api('POST', '/members', owner.change, { email, role: 'viewer' });
+    const added = await api('POST', '/members', owner.change, { email: 'someone@example.com', role: 'viewer', password: PASSWORD });
+    expect(added.statusCode).toBe(405);
+    const twice = await api('POST', '/invitations', owner.change, { email, role: 'viewer' });
     expect(twice.statusCode).toBe(409);
     expect(twice.json().message).toContain('already a member');
     const unknown = newId('usr');
@@ -175,6 +148,7 @@ describe('company', () => {
         id: companyId,
         name: expect.any(String),
         retention_days: expect.any(Number),
+        require_two_factor: false,
         created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
         environment: 'development',
       });
@@ -261,7 +235,7 @@ describe('audit log', () => {
 describe('who may do what', () => {
   const changes = (userId: string) =>
     [
-      ['POST', '/members', { email: 'someone@example.com', role: 'viewer', password: PASSWORD }],
+      ['POST', '/invitations', { email: 'someone@example.com', role: 'viewer' }],
       ['PATCH', `/members/${userId}`, { role: 'owner' }],
       ['DELETE', `/members/${userId}`, undefined],
       ['PATCH', '/company', { name: 'Taken over' }],

@@ -25,7 +25,7 @@ describe('first-run setup', () => {
     expect(response.statusCode).toBe(200);
     const session = response.json();
     expect(session.user.email).toBe('founder@example.com');
-    expect(session.companies).toEqual([{ id: expect.stringMatching(/^cmp_/), name: 'Acme', role: 'owner' }]);
+    expect(session.companies).toEqual([{ id: expect.stringMatching(/^cmp_/), name: 'Acme', role: 'owner', requires_two_factor: false }]);
     const cookie = String(response.headers['set-cookie']);
     expect(cookie).toMatch(/^intake_session=.+HttpOnly/i);
     expect(cookie).toMatch(/SameSite=Lax/i);
@@ -76,5 +76,26 @@ describe('first-run setup', () => {
     expect(name.json()).toMatchObject({ code: 'invalid_request', field: 'name' });
     expect(await t.store.countUsers()).toBe(0);
     expect((await setup(valid(token))).statusCode).toBe(200);
+  });
+
+  test('finding 8: a printed link sets up nothing once anyone has an account (here, made with the CLI)', async () => {
+    const token = await newToken();
+    const company = await t.management.createCompany('Made by the operator');
+    await t.management.addUser(company.id, 'operator@example.com', PASSWORD, 'owner');
+    const late = await setup(valid(token));
+    expect(late.statusCode).toBe(403);
+    expect(late.json().code).toBe('setup_link_invalid');
+    expect(await t.store.countUsers()).toBe(1);
+    expect(await t.store.findUserByEmail('founder@example.com')).toBeUndefined();
+  });
+
+  test('finding 8: one use ends every link printed (a server started twice printed two); a wrong token burns none', async () => {
+    const first = await newToken();
+    const second = await newToken();
+    expect((await setup(valid('not-the-token'))).statusCode).toBe(403);
+    expect((await setup(valid(second))).statusCode).toBe(200);
+    const other = await setup({ ...valid(first), email: 'rival@example.com', company_name: 'Rival' });
+    expect(other.statusCode).toBe(403);
+    expect(await t.store.countUsers()).toBe(1);
   });
 });

@@ -4,6 +4,8 @@ import type { AppInstance } from '../../src/app.js';
 import { SESSION_COOKIE, Sessions } from '../../src/admin/sessions.js';
 import type { Store } from '../../src/store/store.js';
 import { sendWebhook, type TestApp } from '../helpers.js';
+import { SignInGuard } from '../../src/admin/sign-in-guard.js';
+import { Invitations } from '../../src/services/invitations.js';
 import { quickMember } from './members.js';
 
 /** Two companies for the tenant isolation matrix: A, whose data is aimed at, and B, who aims. */
@@ -51,6 +53,8 @@ export interface CompanyA {
   /** A management key no caller stands for, to revoke. */
   spareManagementKey: Key;
   webhookUuid: string;
+  /** A pending invitation, to revoke. */
+  invitationId: string;
 }
 
 export interface CompanyB {
@@ -59,6 +63,10 @@ export interface CompanyB {
   managementKey: Key;
   integration: IntegrationOfA;
 }
+
+const NO_MAIL = { enabled: false, send: async () => false };
+/** The operator acting for A's owner-to-be, to invite someone before the matrix runs. */
+const owner = (companyId: string) => ({ type: 'cli' as const, id: `isolation ${companyId}`, ip: null });
 
 /** Random enough that nothing of B's, and no error message, contains it by chance. */
 const token = () => randomBytes(6).toString('hex');
@@ -108,6 +116,10 @@ export async function isolationWorld(t: TestApp): Promise<IsolationWorld> {
     manageKey: await managementKeyOf(aId, ['integrations:manage']),
     spareManagementKey: await managementKeyOf(aId, ['logs:read']),
     webhookUuid: sent.json<{ uuid: string }>().uuid,
+    invitationId: (await new Invitations(t.store, { baseUrl: t.config.baseUrl, mailer: NO_MAIL, guard: new SignInGuard() }, owner(aId)).invite(aId, {
+      email: `alpha-invitee-${token()}@example.com`,
+      role: 'admin',
+    })).invitation.id,
   };
 
   const bId = (await management.createCompany(`Bravo ${token()}`)).id;
@@ -142,7 +154,9 @@ async function storedMarkers(store: Store, companyId: string): Promise<string[]>
   const keys = await keysOf(store, companyId, integrations);
   const members = await store.listMembers(companyId, { limit: 200 });
   const webhooks = (await store.listCompanyWebhooks(companyId, { limit: 200 })).webhooks;
+  const invitations = await store.listInvitations(companyId, { limit: 200 }, Date.now());
   return [
+    ...invitations.flatMap((i) => [i.id, i.email]),
     companyId,
     company!.name,
     ...integrations.flatMap((i) => [i.id, i.name, i.integrationKey]),
@@ -162,7 +176,7 @@ export async function companySnapshot(store: Store, companyId: string) {
   const integrations = await store.listIntegrations(companyId, { limit: 200 });
   const keys = await keysOf(store, companyId, integrations);
   return {
-    company: company && { name: company.name, retentionDays: company.retentionDays },
+    company: company && { name: company.name, retentionDays: company.retentionDays, requireTwoFactor: company.requireTwoFactor },
     integrations: integrations.map(({ id, name, description, enabled, bodyLimitBytes, rateLimitPerMinute, updatedAt }) => ({
       id,
       name,
@@ -174,6 +188,7 @@ export async function companySnapshot(store: Store, companyId: string) {
     })),
     keys: keys.map(({ id, name, scopes, expiresAt, revokedAt }) => ({ id, name, scopes, expiresAt, revokedAt })),
     members: (await store.listMembers(companyId, { limit: 200 })).map(({ userId, email, role }) => ({ userId, email, role })),
+    invitations: (await store.listInvitations(companyId, { limit: 200 }, Date.now())).map(({ id, email, role }) => ({ id, email, role })),
     webhooks: (await store.listCompanyWebhooks(companyId, { limit: 200 })).webhooks.map((w) => w.uuid),
     audit: (await store.listAuditLog(companyId, { limit: 200 })).map((r) => `${r.action} ${r.targetId}`),
   };

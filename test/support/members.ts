@@ -10,7 +10,6 @@ export async function quickMember(store: Store, companyId: string, role: Role): 
   const email = `${role}-${userId.slice(4).toLowerCase()}@example.com`;
   const now = Date.now();
   const audit = { actor: { type: 'cli' as const, id: 'test', ip: null }, action: 'member.add', targetType: 'user', targetId: userId, at: now };
-  const outcome = await store.addMember(companyId, email, role, { id: userId, email, passwordHash: 'never-signs-in', createdAt: now }, now, audit);
-  if (outcome.kind !== 'added') throw new Error(`quickMember: ${outcome.kind}`);
+  await store.addUser(companyId, { id: userId, email, passwordHash: 'never-signs-in', createdAt: now }, role, audit);
   return { userId, email };
 }

@@ -91,11 +91,18 @@ export function freePort(): Promise<number> {
 }
 
 /**
+ * The one secrets key of every test process (PostgreSQL requires one, and every node and
+ * CLI run of a test must share it); SQLite runs would make their own without it.
+ */
+export const TEST_SECRETS_KEY = 'dGVzdC1zZWNyZXRzLWtleS0zMi1ieXRlcy1sb25nISE';
+
+/**
  * The inherited environment without anything that configures the service, so the outer
- * shell cannot change what a test runs; callers add exactly what they mean.
+ * shell cannot change what a test runs; callers add exactly what they mean (the test
+ * secrets key aside).
  */
 export function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
+  const env: Record<string, string> = { INTAKE_SECRETS_KEY: TEST_SECRETS_KEY };
   for (const [name, value] of Object.entries(process.env)) {
     if (value === undefined) continue;
     if (name.startsWith('INTAKE_') || name === 'PORT' || name === 'HOST' || name === 'LOG_LEVEL') continue;

@@ -3,6 +3,7 @@ import * as initial from './0001-initial.js';
 import * as logOrderAndClaimAge from './0002-log-order-and-claim-age.js';
 import * as management from './0003-management.js';
 import * as companyLogIndexes from './0004-company-log-indexes.js';
+import * as accounts from './0005-accounts.js';
 
 /**
  * What differs between dialects in a table definition (and in the one query that needs
@@ -32,6 +33,12 @@ export interface DialectTypes {
    * all; `%` and `_` are plain characters): the payload search of the management API.
    */
   binaryContainsText(column: string, needle: string): RawBuilder<SqlBool>;
+  /**
+   * The size in bytes of the binary `column`, without reading its bytes: SQLite's
+   * `length(blob)` reads the record header, PostgreSQL's `octet_length(bytea)` the TOAST
+   * pointer. What lets a page of webhooks stop at a byte budget before loading bodies.
+   */
+  binaryLength(column: string): RawBuilder<number>;
 }
 
 /** The channel a node listens on to hear that a key or an integration changed. */
@@ -48,6 +55,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0002-log-order-and-claim-age': logOrderAndClaimAge,
   '0003-management': management,
   '0004-company-log-indexes': companyLogIndexes,
+  '0005-accounts': accounts,
 };
 
 /** Every migration's name, in order: what a new database gets. */

@@ -1,7 +1,7 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
 import type { PageCursor } from '../../domain/cursor.js';
-import type { Database } from '../schema.js';
-import type { AddMemberOutcome, Company, CompanyChanges, Member, MemberChange, NewUser, Role } from '../store.js';
+import type { CompaniesTable, Database } from '../schema.js';
+import type { Company, CompanyChanges, Member, MemberChange, Role } from '../store.js';
 
 /**
  * Members and company settings. Every change first takes the company's lock, so two
@@ -65,33 +65,6 @@ async function ownerCount(trx: Kysely<Database>, companyId: string): Promise<num
   return Number(row?.count ?? 0);
 }
 
-/** Adds the user with `email` (made from `newUser` when nobody has that email); call under lockCompany. */
-export async function addMember(
-  trx: Kysely<Database>,
-  companyId: string,
-  email: string,
-  role: Role,
-  newUser: NewUser | undefined,
-  at: number,
-): Promise<AddMemberOutcome> {
-  let userCreated = false;
-  if (newUser) {
-    // Another request may create the same email meanwhile: the unique email decides.
-    const inserted = await trx
-      .insertInto('users')
-      .values({ id: newUser.id, email, password_hash: newUser.passwordHash, created_at: newUser.createdAt })
-      .onConflict((oc) => oc.column('email').doNothing())
-      .executeTakeFirst();
-    userCreated = Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0;
-  }
-  const user = await trx.selectFrom('users').select(['id', 'email']).where('email', '=', email).executeTakeFirst();
-  if (!user) return { kind: 'no_user' };
-  const existing = await getMember(trx, companyId, user.id);
-  if (existing) return { kind: 'already_member', member: existing };
-  await trx.insertInto('memberships').values({ company_id: companyId, user_id: user.id, role, created_at: at }).execute();
-  return { kind: 'added', member: { userId: user.id, email: user.email, role, addedAt: at }, userCreated };
-}
-
 /** Sets the member's role, or removes the member (role null); call under lockCompany. */
 export async function changeMember(
   trx: Kysely<Database>,
@@ -118,12 +91,22 @@ export async function updateCompany(
 ): Promise<{ before: Company; after: Company } | undefined> {
   const row = await trx.selectFrom('companies').selectAll().where('id', '=', companyId).executeTakeFirst();
   if (!row) return undefined;
-  const before: Company = { id: row.id, name: row.name, retentionDays: row.retention_days, createdAt: Number(row.created_at) };
+  const before = companyOfRow(row);
   const after: Company = { ...before, ...changes };
   await trx
     .updateTable('companies')
-    .set({ name: after.name, retention_days: after.retentionDays })
+    .set({ name: after.name, retention_days: after.retentionDays, require_two_factor: after.requireTwoFactor ? 1 : 0 })
     .where('id', '=', companyId)
     .execute();
   return { before, after };
+}
+
+export function companyOfRow(row: Selectable<CompaniesTable>): Company {
+  return {
+    id: row.id,
+    name: row.name,
+    retentionDays: row.retention_days,
+    requireTwoFactor: row.require_two_factor === 1,
+    createdAt: Number(row.created_at),
+  };
 }

@@ -1,24 +1,24 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../schema.js';
-import type { Role, SessionRecord } from '../store.js';
+import type { NewSession, Role, SessionRecord, UserMembership } from '../store.js';
 
-export async function findUserByEmail(db: Kysely<Database>, email: string) {
-  const row = await db.selectFrom('users').select(['id', 'email', 'password_hash']).where('email', '=', email).executeTakeFirst();
-  return row && { id: row.id, email: row.email, passwordHash: row.password_hash };
-}
-
-export async function listMembershipsOfUser(db: Kysely<Database>, userId: string) {
+export async function listMembershipsOfUser(db: Kysely<Database>, userId: string): Promise<UserMembership[]> {
   const rows = await db
     .selectFrom('memberships as m')
     .innerJoin('companies as c', 'c.id', 'm.company_id')
-    .select(['m.company_id', 'c.name', 'm.role'])
+    .select(['m.company_id', 'c.name', 'm.role', 'c.require_two_factor'])
     .where('m.user_id', '=', userId)
     .orderBy('c.name')
     .execute();
-  return rows.map((row) => ({ companyId: row.company_id, companyName: row.name, role: row.role as Role }));
+  return rows.map((row) => ({
+    companyId: row.company_id,
+    companyName: row.name,
+    role: row.role as Role,
+    requiresTwoFactor: row.require_two_factor === 1,
+  }));
 }
 
-export async function createSession(db: Kysely<Database>, session: SessionRecord): Promise<void> {
+export async function createSession(db: Kysely<Database>, session: NewSession): Promise<void> {
   await db
     .insertInto('sessions')
     .values({
@@ -36,10 +36,12 @@ export async function createSession(db: Kysely<Database>, session: SessionRecord
 
 export async function findSession(db: Kysely<Database>, idHash: string, now: number): Promise<SessionRecord | undefined> {
   const row = await db
-    .selectFrom('sessions')
-    .selectAll()
-    .where('id_hash', '=', idHash)
-    .where('expires_at', '>', now)
+    .selectFrom('sessions as s')
+    .innerJoin('users as u', 'u.id', 's.user_id')
+    .selectAll('s')
+    .select('u.totp_secret')
+    .where('s.id_hash', '=', idHash)
+    .where('s.expires_at', '>', now)
     .executeTakeFirst();
   if (!row) return undefined;
   return {
@@ -51,5 +53,6 @@ export async function findSession(db: Kysely<Database>, idHash: string, now: num
     expiresAt: Number(row.expires_at),
     ip: row.ip,
     userAgent: row.user_agent,
+    userHasTwoFactor: row.totp_secret !== null,
   };
 }

@@ -1,0 +1,71 @@
+import { randomBytes } from 'node:crypto';
+import type { SecretBox } from '../domain/secret-box.js';
+import { hashPassword, verifyPassword } from '../domain/password.js';
+import { isTotpCode, recoveryCodeHash, totpStep } from '../domain/two-factor.js';
+import { AppError } from '../errors.js';
+import type { Store, UserAccount } from '../store/store.js';
+import type { Sessions, SignedIn } from './sessions.js';
+import type { SignInGuard } from './sign-in-guard.js';
+
+/**
+ * Sign-in with email, password and, when the account has it, a second factor. One message
+ * for a wrong email and a wrong password alike, and the same work for both (a decoy hash).
+ * Every attempt is counted before the password is checked and given back only when it did
+ * not fail; a right password without the code is not a failure, a wrong code is.
+ */
+export class SignIn {
+  /** Verified against when the email is unknown, so both failures take the same time. */
+  private readonly decoy = hashPassword(randomBytes(16).toString('hex'));
+
+  constructor(
+    private readonly store: Store,
+    private readonly sessions: Sessions,
+    private readonly guard: SignInGuard,
+    private readonly secrets: SecretBox,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async signIn(
+    credentials: { email: string; password: string; twoFactorCode?: string },
+    ip: string,
+    userAgent: string | null,
+  ): Promise<SignedIn> {
+    const account = credentials.email.trim().toLowerCase();
+    const attempt = this.guard.reserve(account, ip);
+    let checked = false;
+    try {
+      const user = await this.store.findUserByEmail(account);
+      const decoy = await this.decoy;
+      const valid = await this.guard.hashing(ip, () => verifyPassword(credentials.password, user?.passwordHash ?? decoy));
+      checked = true;
+      if (!user || !valid) throw new AppError('invalid_credentials');
+      if (user.totpSecret !== null) {
+        if (credentials.twoFactorCode === undefined || credentials.twoFactorCode.trim() === '') {
+          attempt.giveBack();
+          throw new AppError('two_factor_required');
+        }
+        if (!(await verifySecondFactor(this.store, this.secrets, user, credentials.twoFactorCode, this.now()))) {
+          throw new AppError('invalid_two_factor_code');
+        }
+      }
+      attempt.giveBack();
+      return await this.sessions.start(user, ip, userAgent);
+    } finally {
+      // Refused before anything was checked (the hashing was busy): not a failure either.
+      if (!checked) attempt.giveBack();
+    }
+  }
+}
+
+/**
+ * Whether `code` is the account's current TOTP code (never one already used) or one of its
+ * unused recovery codes, which it then uses up.
+ */
+export async function verifySecondFactor(store: Store, secrets: SecretBox, user: UserAccount, code: string, now: number): Promise<boolean> {
+  if (user.totpSecret === null) return false;
+  if (isTotpCode(code)) {
+    const step = totpStep(secrets.open(user.totpSecret), code, now);
+    return step !== undefined && (await store.useTotpStep(user.id, step));
+  }
+  return store.useRecoveryCode(user.id, recoveryCodeHash(code), now);
+}

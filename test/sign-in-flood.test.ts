@@ -1,0 +1,96 @@
+import { request } from 'node:http';
+import { afterAll, afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { PASSWORD } from './support/api.js';
+import { cleanupAll, runCliJson, startServer, type ServerProcess } from './support/processes.js';
+
+/**
+ * Issue 13, finding 2: the sign-in throttle was checked before the awaited lookup and the
+ * password hashing, and counted after, so parallel guesses all got through (60 parallel
+ * sign-ins for one account: 59 × 401, one 200, no 429); and 100 parallel junk sign-ins
+ * from one address kept a real user waiting 26 s behind their password hashing. Here over
+ * real TCP to the compiled server, requests in flight at once, each from the address it
+ * names (Linux routes all of 127.0.0.0/8 to the loopback interface).
+ */
+let server: ServerProcess;
+const EMAIL = 'holder@example.com';
+
+beforeEach(async () => {
+  server = await startServer();
+  const company = (await runCliJson<{ id: string }>(['company', 'create', '--name', 'Flooded'], server.cliEnv)).json;
+  await runCliJson(['user', 'create', '--company', company.id, '--email', EMAIL, '--password', PASSWORD, '--role', 'owner'], server.cliEnv);
+});
+afterEach(() => server.stop());
+afterAll(() => cleanupAll());
+
+interface Answer {
+  status: number;
+  retryAfter: string | undefined;
+  code: string | undefined;
+}
+
+/** POST /api/v1/auth/login from `localAddress`, on a connection of its own. */
+function signIn(email: string, password: string, localAddress = '127.0.0.1'): Promise<Answer> {
+  const body = JSON.stringify({ email, password });
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: server.port,
+        path: '/api/v1/auth/login',
+        method: 'POST',
+        localAddress,
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (response) => {
+        let text = '';
+        response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+        response.on('end', () => {
+          const retryAfter = response.headers['retry-after'];
+          resolve({ status: response.statusCode ?? 0, retryAfter, code: (JSON.parse(text) as { code?: string }).code });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const count = (answers: Answer[], status: number) => answers.filter((a) => a.status === status).length;
+
+describe('sign-in under parallel requests (finding 2)', () => {
+  test('60 parallel sign-ins for one account get at most 5 password checks; the rest are 429 with Retry-After', async () => {
+    const guesses = Array.from({ length: 59 }, (_, i) => signIn(EMAIL, `wrong guess number ${i}`));
+    const answers = await Promise.all([...guesses, signIn(EMAIL, PASSWORD)]);
+    expect(count(answers, 401)).toBeLessThanOrEqual(5);
+    expect(count(answers, 429)).toBeGreaterThanOrEqual(54);
+    expect(answers.filter((a) => a.status === 429).every((a) => Number(a.retryAfter) > 0)).toBe(true);
+    expect(answers.every((a) => [200, 401, 429].includes(a.status))).toBe(true);
+    // The throttle holds afterwards too: the right password gets no further check either.
+    const later = await signIn(EMAIL, PASSWORD, '127.0.0.3');
+    expect([200, 429]).toContain(later.status);
+    if (count(answers, 401) === 5) expect(later.status).toBe(429);
+  });
+
+  test("100 parallel junk sign-ins from one address are refused at once, and another address's real sign-in goes through", async () => {
+    const junk = Array.from({ length: 100 }, (_, i) => signIn(`nobody${i}@example.com`, 'some junk password', '127.0.0.1'));
+    const real = signIn(EMAIL, PASSWORD, '127.0.0.2');
+    const [answers, mine] = await Promise.all([Promise.all(junk), real]);
+    expect(mine.status).toBe(200);
+    // Two at a time per address reach a password check; everything else is turned away before.
+    expect(count(answers, 401)).toBeLessThanOrEqual(20);
+    expect(count(answers, 429)).toBeGreaterThanOrEqual(80);
+    expect(answers.every((a) => a.status === 401 || (a.status === 429 && Number(a.retryAfter) > 0))).toBe(true);
+  });
+
+  test('past the overall bound on password checks, sign-ins from many addresses are refused at once with 503 and Retry-After', async () => {
+    const addresses = Array.from({ length: 40 }, (_, i) => `127.0.1.${i + 1}`);
+    const answers = await Promise.all(addresses.map((address, i) => signIn(`someone${i}@example.com`, 'a wrong password', address)));
+    // Two hashing and eight waiting: the other thirty are told to come back.
+    expect(count(answers, 401)).toBeLessThanOrEqual(10);
+    expect(count(answers, 503)).toBeGreaterThanOrEqual(30);
+    expect(answers.filter((a) => a.status === 503).every((a) => a.retryAfter === '1' && a.code === 'service_unavailable')).toBe(true);
+    // Once they are done, the real user signs in.
+    expect((await signIn(EMAIL, PASSWORD, '127.0.0.2')).status).toBe(200);
+  });
+});
