@@ -22,6 +22,7 @@ const PAGES: Array<{ name: string; path: string; heading: RegExp }> = [
   { name: 'management-keys', path: '/admin/management-keys', heading: /management keys/i },
   { name: 'audit-log', path: '/admin/audit-log', heading: /audit log/i },
   { name: 'settings', path: '/admin/settings', heading: /settings/i },
+  { name: 'account', path: '/admin/account', heading: /^account$/i },
 ];
 
 let browser: Browser;

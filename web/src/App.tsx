@@ -1,12 +1,15 @@
 import { BrowserRouter, Navigate, Route, Routes, useLocation } from 'react-router';
 import { Layout } from './components/layout';
 import { ErrorMessage, Loading } from './components/ui';
+import { AccountPage } from './pages/account';
 import { AuditLogPage } from './pages/audit-log';
 import { IntegrationPage } from './pages/integration';
 import { IntegrationsPage } from './pages/integrations';
+import { InvitePage } from './pages/invite';
 import { LoginPage } from './pages/login';
 import { ManagementKeysPage } from './pages/management-keys';
 import { MembersPage } from './pages/members';
+import { ForgotPasswordPage, ResetPasswordPage } from './pages/password-reset';
 import { RequestsPage } from './pages/requests';
 import { SettingsPage } from './pages/settings';
 import { SetupPage } from './pages/setup';
@@ -22,6 +25,9 @@ export function App() {
         <Routes>
           <Route path="/setup" element={<SetupPage />} />
           <Route path="/login" element={<LoginPage />} />
+          <Route path="/invite" element={<InvitePage />} />
+          <Route path="/forgot-password" element={<ForgotPasswordPage />} />
+          <Route path="/reset-password" element={<ResetPasswordPage />} />
           <Route path="/*" element={<SignedInRoutes />} />
         </Routes>
       </SessionProvider>
@@ -51,6 +57,7 @@ function SignedInRoutes() {
         <Route path="management-keys" element={<ManagementKeysPage />} />
         <Route path="audit-log" element={<AuditLogPage />} />
         <Route path="settings" element={<SettingsPage />} />
+        <Route path="account" element={<AccountPage />} />
         <Route path="*" element={<p>This page does not exist.</p>} />
       </Route>
     </Routes>

@@ -30,6 +30,8 @@ export interface SignedIn {
   company: Session['companies'][number] | undefined;
   role: Role | undefined;
   can(permission: Permission): boolean;
+  /** The chosen company requires two-factor sign-in and the user has not turned it on. */
+  twoFactorSetupRequired: boolean;
   switchCompany(companyId: string): void;
   signOut(everywhere?: boolean): Promise<void>;
 }
@@ -37,9 +39,11 @@ export interface SignedIn {
 interface SessionContextValue {
   state: SessionState;
   signedIn: SignedIn | undefined;
-  /** After sign-in or setup: the API answered with the new session. */
-  start(session: Session): void;
+  /** After sign-in, setup or accepting an invitation: the API answered with the new session. */
+  start(session: Session, chooseCompanyId?: string): void;
   reload(): void;
+  /** The session ended without the panel signing out (a password reset ends them all). */
+  forget(): void;
 }
 
 const SessionContext = createContext<SessionContextValue | undefined>(undefined);
@@ -49,10 +53,19 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   const [state, setState] = useState<SessionState>({ status: 'loading' });
   const [companyId, setCompanyId] = useState<string | undefined>(() => localStorage.getItem(COMPANY_STORAGE_KEY) ?? undefined);
 
-  const start = useCallback((session: Session) => {
-    connection.csrfToken = session.csrf_token;
-    setState({ status: 'signed-in', session });
+  const choose = useCallback((id: string) => {
+    localStorage.setItem(COMPANY_STORAGE_KEY, id);
+    setCompanyId(id);
   }, []);
+
+  const start = useCallback(
+    (session: Session, chooseCompanyId?: string) => {
+      connection.csrfToken = session.csrf_token;
+      if (chooseCompanyId) choose(chooseCompanyId);
+      setState({ status: 'signed-in', session });
+    },
+    [choose],
+  );
 
   const reload = useCallback(() => {
     api
@@ -61,8 +74,14 @@ export function SessionProvider({ children }: { children: ReactNode }) {
       .catch((error: ApiError) => setState(error.status === 401 ? { status: 'signed-out' } : { status: 'failed', error }));
   }, [start]);
 
+  const forget = useCallback(() => {
+    connection.csrfToken = undefined;
+    setState({ status: 'signed-out' });
+  }, []);
+
   useEffect(() => {
     connection.onSignedOut = () => setState({ status: 'signed-out' });
+    connection.onTwoFactorSetupRequired = reload;
     reload();
   }, [reload]);
 
@@ -79,19 +98,17 @@ export function SessionProvider({ children }: { children: ReactNode }) {
       company,
       role,
       can: (permission) => role !== undefined && ROLE_PERMISSIONS[role].includes(permission),
-      switchCompany: (id) => {
-        localStorage.setItem(COMPANY_STORAGE_KEY, id);
-        setCompanyId(id);
-      },
+      twoFactorSetupRequired: company?.requires_two_factor === true && !session.user.two_factor_enabled,
+      switchCompany: choose,
       signOut: async (everywhere = false) => {
         await api.post(everywhere ? '/auth/logout-everywhere' : '/auth/logout');
         connection.csrfToken = undefined;
         setState({ status: 'signed-out' });
       },
     };
-  }, [state, companyId]);
+  }, [state, companyId, choose]);
 
-  const value = useMemo(() => ({ state, signedIn, start, reload }), [state, signedIn, start, reload]);
+  const value = useMemo(() => ({ state, signedIn, start, reload, forget }), [state, signedIn, start, reload, forget]);
   return <SessionContext.Provider value={value}>{children}</SessionContext.Provider>;
 }
 

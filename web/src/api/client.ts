@@ -18,7 +18,13 @@ export class ApiError extends Error {
 }
 
 /** The connection state the client adds to every request; set by the session provider. */
-export const connection: { csrfToken?: string; companyId?: string; onSignedOut?: () => void } = {};
+export const connection: {
+  csrfToken?: string;
+  companyId?: string;
+  onSignedOut?: () => void;
+  /** The company requires two-factor sign-in, which the user has not turned on yet. */
+  onTwoFactorSetupRequired?: () => void;
+} = {};
 
 type Query = Record<string, string | number | boolean | undefined | null>;
 
@@ -53,6 +59,9 @@ async function request<T>(method: string, path: string, options: { query?: Query
   if (!response.ok) {
     const code = typeof body?.code === 'string' ? body.code : 'unknown';
     if (response.status === 401 && code === 'not_signed_in') connection.onSignedOut?.();
+    // The requirement may have been turned on since the session was loaded: reloading it
+    // brings the layout's banner, which keeps the user on the Account page.
+    if (response.status === 403 && code === 'two_factor_setup_required') connection.onTwoFactorSetupRequired?.();
     const message = typeof body?.message === 'string' ? body.message : `The server answered ${response.status}.`;
     const retryAfter = Number(response.headers.get('retry-after') ?? NaN);
     throw new ApiError(

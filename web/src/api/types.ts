@@ -6,8 +6,40 @@
 export type Role = 'owner' | 'admin' | 'viewer';
 
 export interface Session {
-  user: { id: string; email: string };
-  companies: { id: string; name: string; role: Role }[];
+  user: { id: string; email: string; two_factor_enabled: boolean };
+  companies: { id: string; name: string; role: Role; requires_two_factor: boolean }[];
   csrf_token: string;
   environment: string;
 }
+
+/** GET /account: the signed-in user's own account. */
+export interface Account {
+  id: string;
+  email: string;
+  two_factor_enabled: boolean;
+  recovery_codes_left: number;
+  created_at: string;
+}
+
+/** POST /account/two-factor/setup: what the authenticator app needs. */
+export interface TwoFactorSetup {
+  secret: string;
+  otpauth_uri: string;
+}
+
+/** Enabling two-factor sign-in or replacing the codes: shown once. */
+export interface RecoveryCodes {
+  recovery_codes: string[];
+}
+
+/** POST /invitations/lookup: what an invitation link offers, before anyone accepts it. */
+export interface InvitationOffer {
+  company_name: string;
+  role: Role;
+  email: string;
+  invited_by: string | null;
+  expires_at: string;
+}
+
+/** The least a password must have (the API refuses shorter ones with a 400). */
+export const MIN_PASSWORD_LENGTH = 12;

@@ -1,4 +1,4 @@
-import { NavLink, Outlet } from 'react-router';
+import { Navigate, NavLink, Outlet, useMatch } from 'react-router';
 import { useSession, type Permission } from '../session';
 
 const NAV: { to: string; label: string; needs: Permission }[] = [
@@ -14,9 +14,15 @@ const NAV: { to: string; label: string; needs: Permission }[] = [
 
 const ENVIRONMENT_LABELS: Record<string, string> = { production: 'Production', staging: 'Staging', development: 'Development' };
 
-/** The frame of every signed-in page: navigation, company switcher, environment, account. */
+/**
+ * The frame of every signed-in page: navigation, company switcher, environment, account.
+ * When the chosen company requires two-factor sign-in and the user has not turned it on,
+ * a banner says so and every page but Account sends them there (the API refuses the
+ * company's routes with 403 anyway).
+ */
 export function Layout() {
-  const { session, company, role, can, switchCompany, signOut } = useSession();
+  const { session, company, role, can, twoFactorSetupRequired, switchCompany, signOut } = useSession();
+  const onAccount = useMatch('/account') !== null;
   const environment = session.environment;
   return (
     <div className={`shell env-${environment}`}>
@@ -55,6 +61,9 @@ export function Layout() {
             {session.user.email}
           </div>
           <div className="muted small">{role ?? 'no role'}</div>
+          <NavLink className="button ghost small" to="/account">
+            Account
+          </NavLink>
           <button type="button" className="button ghost small" onClick={() => void signOut()}>
             Sign out
           </button>
@@ -64,13 +73,23 @@ export function Layout() {
         </div>
       </aside>
       <main id="main" className="content" tabIndex={-1}>
-        {company ? (
+        {twoFactorSetupRequired && company && (
+          <p className="notice two-factor-banner" role="alert">
+            <strong>{company.name} requires two-factor sign-in.</strong> Set it up below to use the company
+            {session.companies.length > 1 ? '; your other companies are in the company menu.' : '.'}
+          </p>
+        )}
+        {onAccount ? (
+          <Outlet />
+        ) : twoFactorSetupRequired ? (
+          <Navigate to="/account" replace />
+        ) : company ? (
           // Keyed by company: switching companies starts every page afresh.
           <div key={company.id}>
             <Outlet />
           </div>
         ) : (
-          <p>You are not a member of any company. Ask an owner to add you.</p>
+          <p>You are not a member of any company. Ask an owner to invite you.</p>
         )}
       </main>
     </div>

@@ -13,9 +13,22 @@ export interface Member {
   added_at: string;
 }
 
-export interface AddedMember {
-  member: Member;
-  user_created: boolean;
+/** A pending invitation (GET /invitations): who is asked to join, with which role, until when. */
+export interface Invitation {
+  id: string;
+  email: string;
+  role: Role;
+  invited_by: { user_id: string; email: string } | null;
+  created_at: string;
+  expires_at: string;
+}
+
+/** POST /invitations: the link is in this answer only. */
+export interface CreatedInvitation {
+  invitation: Invitation;
+  invite_url: string;
+  /** Whether the server emailed the link (it does when SMTP is configured). */
+  emailed: boolean;
 }
 
 export type ManagementScope = 'integrations:manage' | 'logs:read';
@@ -54,6 +67,8 @@ export interface Company {
   retention_days: number;
   created_at: string;
   environment: string;
+  /** Every member must have two-factor sign-in on to use the company. */
+  require_two_factor: boolean;
 }
 
 export const ROLES: { role: Role; label: string; description: string }[] = [
@@ -80,6 +95,8 @@ export const KEY_STATUS_TONES: Record<ManagementKey['status'], Tone> = {
 export const AUDIT_ACTIONS = [
   'company.create',
   'company.update',
+  'invitation.create',
+  'invitation.revoke',
   'member.add',
   'member.role_change',
   'member.remove',
@@ -95,5 +112,4 @@ export const AUDIT_ACTIONS = [
   'management_key.revoke',
 ] as const;
 
-export const MIN_PASSWORD_LENGTH = 12;
 export const MAX_RETENTION_DAYS = 3650;

@@ -2,24 +2,28 @@ import { useState } from 'react';
 import { api } from '../api/client';
 import { usePagedList } from '../api/use-api';
 import type { Role } from '../api/types';
-import { ConfirmDialog, Field, FormDialog } from '../components/dialog';
+import { ConfirmDialog, FormDialog } from '../components/dialog';
 import { Badge, EmptyState, Loaded, PageHeader, Time } from '../components/ui';
 import { ListFooter } from '../components/list-controls';
 import { useSession, useSessionState } from '../session';
-import { MIN_PASSWORD_LENGTH, ROLES, ROLE_TONES, type AddedMember, type Member } from './company-shared';
+import { ROLE_TONES, type CreatedInvitation, type Invitation, type Member } from './company-shared';
+import { InviteDialog, InviteLinkDialog, PendingInvitations } from './invitations';
+import { RoleSelect } from './role-select';
 import './company.css';
 
-type Dialogs = { add: true } | { role: Member } | { remove: Member };
+type Dialogs = { invite: true } | { invited: CreatedInvitation } | { role: Member } | { remove: Member };
 
 /**
- * Who may use the company, with which role. Every member reads the list; owners add
- * people (with a first password when they have no account yet), change roles and remove.
+ * Who may use the company, with which role, and who is invited. Every member reads both
+ * lists; owners invite people (who choose their own password), revoke invitations, change
+ * roles and remove.
  */
 export function MembersPage() {
   const { can, session } = useSession();
   const { reload: reloadSession } = useSessionState();
   const manage = can('members:manage');
   const list = usePagedList<Member>('/members', {}, []);
+  const invitations = usePagedList<Invitation>('/invitations', {}, []);
   const [dialog, setDialog] = useState<Dialogs>();
   const [notice, setNotice] = useState<string>();
 
@@ -31,14 +35,14 @@ export function MembersPage() {
     if (userId === session.user.id) reloadSession();
   };
 
-  const addButton = (label: string) =>
+  const inviteButton = (label: string) =>
     manage && (
       <button
         type="button"
         className="button primary"
         onClick={() => {
           setNotice(undefined);
-          setDialog({ add: true });
+          setDialog({ invite: true });
         }}
       >
         {label}
@@ -52,9 +56,9 @@ export function MembersPage() {
         description={
           manage
             ? 'People who may use this company, and what their role lets them do.'
-            : 'People who may use this company. Only an owner can add members or change their roles.'
+            : 'People who may use this company. Only an owner can invite members or change their roles.'
         }
-        actions={addButton('Add member')}
+        actions={inviteButton('Invite member')}
       />
       {notice && (
         <p className="notice info company-notice" role="status">
@@ -65,8 +69,8 @@ export function MembersPage() {
         state={list}
         empty={(items) =>
           items.length === 0 ? (
-            <EmptyState title="No members" action={addButton('Add the first member')}>
-              {manage ? 'Add someone by email to give them access.' : 'An owner can add members; they will show here.'}
+            <EmptyState title="No members" action={inviteButton('Invite the first member')}>
+              {manage ? 'Invite someone by email to give them access.' : 'An owner can invite members; they will show here.'}
             </EmptyState>
           ) : undefined
         }
@@ -136,18 +140,25 @@ export function MembersPage() {
         )}
       </Loaded>
 
-      {dialog && 'add' in dialog && (
-        <AddMemberDialog
+      <PendingInvitations
+        list={invitations}
+        manage={manage}
+        onRevoked={(message) => {
+          setNotice(message);
+          invitations.reload();
+        }}
+      />
+
+      {dialog && 'invite' in dialog && (
+        <InviteDialog
           onClose={() => setDialog(undefined)}
-          onAdded={(added) =>
-            changed(
-              added.user_created
-                ? `Created an account for ${added.member.email} and added them as ${added.member.role}. Pass the password on to them.`
-                : `Added ${added.member.email} as ${added.member.role}; they sign in with their own password.`,
-            )
-          }
+          onInvited={(created) => {
+            setDialog({ invited: created });
+            invitations.reload();
+          }}
         />
       )}
+      {dialog && 'invited' in dialog && <InviteLinkDialog created={dialog.invited} onClose={() => setDialog(undefined)} />}
       {dialog && 'role' in dialog && (
         <ChangeRoleDialog
           member={dialog.role}
@@ -176,62 +187,6 @@ export function MembersPage() {
         </ConfirmDialog>
       )}
     </>
-  );
-}
-
-function RoleSelect({ value, onChange }: { value: Role; onChange(role: Role): void }) {
-  return (
-    <Field label="Role" hint={ROLES.find((r) => r.role === value)?.description}>
-      <select value={value} onChange={(event) => onChange(event.target.value as Role)}>
-        {ROLES.map((r) => (
-          <option key={r.role} value={r.role}>
-            {r.label}
-          </option>
-        ))}
-      </select>
-    </Field>
-  );
-}
-
-function AddMemberDialog({ onClose, onAdded }: { onClose(): void; onAdded(added: AddedMember): void }) {
-  const [email, setEmail] = useState('');
-  const [role, setRole] = useState<Role>('viewer');
-  const [password, setPassword] = useState('');
-  return (
-    <FormDialog
-      title="Add member"
-      submitLabel="Add member"
-      onClose={onClose}
-      onSubmit={async () => {
-        const added = await api.post<AddedMember>('/members', {
-          email: email.trim(),
-          role,
-          ...(password !== '' && { password }),
-        });
-        onAdded(added);
-      }}
-    >
-      <Field label="Email">
-        <input type="email" required autoComplete="off" value={email} onChange={(event) => setEmail(event.target.value)} />
-      </Field>
-      <RoleSelect value={role} onChange={setRole} />
-      <Field
-        label="Password (optional)"
-        hint={`Needed only when the person has no account yet; pass it on to them. At least ${MIN_PASSWORD_LENGTH} characters.`}
-      >
-        <input
-          type="password"
-          autoComplete="new-password"
-          minLength={MIN_PASSWORD_LENGTH}
-          value={password}
-          onChange={(event) => setPassword(event.target.value)}
-        />
-      </Field>
-      <p className="muted small company-dialog-note">
-        This service sends no email: tell the person yourself that they have access. Someone who already has an account keeps
-        their own password.
-      </p>
-    </FormDialog>
   );
 }
 

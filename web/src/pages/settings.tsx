@@ -1,15 +1,17 @@
 import { useState, type FormEvent } from 'react';
+import { Link } from 'react-router';
 import { api, type ApiError } from '../api/client';
 import { useApi } from '../api/use-api';
 import { ConfirmDialog, Field } from '../components/dialog';
 import { Badge, CopyButton, ErrorMessage, Loaded, PageHeader, Time, type Tone } from '../components/ui';
 import { useSession, useSessionState } from '../session';
 import { MAX_RETENTION_DAYS, ROLE_TONES, type Company } from './company-shared';
+import { TwoFactorRequirementCard } from './two-factor-requirement';
 import './company.css';
 
 const ENVIRONMENT_TONES: Record<string, Tone> = { production: 'bad', staging: 'warn', development: 'info' };
 
-/** The company (name, id, environment, retention) and the signed-in person's account. */
+/** The company (name, id, environment, retention, sign-in security) and the signed-in person's account. */
 export function SettingsPage() {
   const { can } = useSession();
   const company = useApi(() => api.get<Company>('/company'), []);
@@ -21,7 +23,12 @@ export function SettingsPage() {
         description={manage ? 'The company and how long its logs are kept.' : 'The company and how long its logs are kept. Only an owner can change them.'}
       />
       <Loaded state={company}>
-        {(data) => <CompanyCard company={data} manage={manage} onSaved={company.reload} />}
+        {(data) => (
+          <>
+            <CompanyCard company={data} manage={manage} onSaved={company.reload} />
+            <TwoFactorRequirementCard company={data} manage={manage} onSaved={company.reload} />
+          </>
+        )}
       </Loaded>
       <AccountCard />
     </>
@@ -204,6 +211,10 @@ function AccountCard() {
         <dd>{session.user.email}</dd>
         <dt>Role here</dt>
         <dd>{role ? <Badge tone={ROLE_TONES[role]}>{role}</Badge> : <span className="muted">none</span>}</dd>
+        <dt>Password and two-factor</dt>
+        <dd>
+          <Link to="/account">Manage on the Account page</Link>
+        </dd>
       </dl>
       <div className="company-account-actions">
         <button

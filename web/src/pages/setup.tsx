@@ -1,13 +1,13 @@
-import { useState, type FormEvent, type ReactNode } from 'react';
+import { useState, type FormEvent } from 'react';
 import { Link, useNavigate, useSearchParams } from 'react-router';
 import { api, ApiError } from '../api/client';
-import type { Session } from '../api/types';
+import { MIN_PASSWORD_LENGTH as MIN_PASSWORD, type Session } from '../api/types';
+import { AuthPage, LinkProblem } from '../components/auth-page';
 import { Field } from '../components/dialog';
 import { ErrorMessage } from '../components/ui';
 import { useSessionState } from '../session';
-import './integrations.css';
 
-const MIN_PASSWORD = 12;
+const NEW_SETUP_LINK = 'A new setup link is printed by the server when it starts with no accounts yet; ask its operator.';
 
 /**
  * First-run setup from the one-time link the server printed (`/admin/setup?token=…`): the
@@ -27,13 +27,19 @@ export function SetupPage() {
 
   if (!token) {
     return (
-      <LinkProblem title="This setup link is incomplete">
+      <LinkProblem title="This setup link is incomplete" footnote={NEW_SETUP_LINK}>
         The address has no setup token. Open the whole link the server printed when it first started (it ends with{' '}
         <code>?token=…</code>), or sign in if the installation is already set up.
       </LinkProblem>
     );
   }
-  if (linkInvalid) return <LinkProblem title="This setup link cannot be used">{linkInvalid}</LinkProblem>;
+  if (linkInvalid) {
+    return (
+      <LinkProblem title="This setup link cannot be used" footnote={NEW_SETUP_LINK}>
+        {linkInvalid}
+      </LinkProblem>
+    );
+  }
 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
@@ -61,59 +67,36 @@ export function SetupPage() {
   };
 
   return (
-    <div className="auth-page">
-      <main className="auth-card">
-        <div className="brand">intake</div>
-        <h1>Set up intake</h1>
-        <p className="muted">Create your company and its first account. You will be its owner and can add others later.</p>
-        {state.status === 'signed-in' && (
-          <p className="notice info">
-            You are already signed in as {state.session.user.email}. <Link to="/integrations">Go to the panel</Link>.
-          </p>
-        )}
-        <form className="form" onSubmit={submit}>
-          <Field label="Company name" hint="Shown in the panel; you can change it later.">
-            <input value={companyName} onChange={(e) => setCompanyName(e.target.value)} required maxLength={200} autoFocus />
-          </Field>
-          <Field label="Email" hint="You sign in with it.">
-            <input type="email" autoComplete="username" value={email} onChange={(e) => setEmail(e.target.value)} required maxLength={320} />
-          </Field>
-          <Field label="Password" hint={`At least ${MIN_PASSWORD} characters. A passphrase of a few words is easy to remember.`}>
-            <input
-              type="password"
-              autoComplete="new-password"
-              value={password}
-              onChange={(e) => setPassword(e.target.value)}
-              required
-              minLength={MIN_PASSWORD}
-              maxLength={1024}
-            />
-          </Field>
-          {error && <ErrorMessage error={error} />}
-          <button type="submit" className="button primary auth-submit" disabled={busy}>
-            {busy ? 'Creating…' : 'Create company and account'}
-          </button>
-        </form>
-        <p className="muted small auth-footnote">This link works once. Afterwards, sign in at the sign-in page.</p>
-      </main>
-    </div>
-  );
-}
-
-function LinkProblem({ title, children }: { title: string; children: ReactNode }) {
-  return (
-    <div className="auth-page">
-      <main className="auth-card">
-        <div className="brand">intake</div>
-        <h1>{title}</h1>
-        <p role="alert">{children}</p>
-        <p>
-          <Link className="button primary" to="/login">
-            Go to sign in
-          </Link>
+    <AuthPage title="Set up intake" lead="Create your company and its first account. You will be its owner and can invite others later.">
+      {state.status === 'signed-in' && (
+        <p className="notice info">
+          You are already signed in as {state.session.user.email}. <Link to="/integrations">Go to the panel</Link>.
         </p>
-        <p className="muted small">A new setup link is printed by the server when it starts with no accounts yet; ask its operator.</p>
-      </main>
-    </div>
+      )}
+      <form className="form" onSubmit={submit}>
+        <Field label="Company name" hint="Shown in the panel; you can change it later.">
+          <input value={companyName} onChange={(e) => setCompanyName(e.target.value)} required maxLength={200} autoFocus />
+        </Field>
+        <Field label="Email" hint="You sign in with it.">
+          <input type="email" autoComplete="username" value={email} onChange={(e) => setEmail(e.target.value)} required maxLength={320} />
+        </Field>
+        <Field label="Password" hint={`At least ${MIN_PASSWORD} characters. A passphrase of a few words is easy to remember.`}>
+          <input
+            type="password"
+            autoComplete="new-password"
+            value={password}
+            onChange={(e) => setPassword(e.target.value)}
+            required
+            minLength={MIN_PASSWORD}
+            maxLength={1024}
+          />
+        </Field>
+        {error && <ErrorMessage error={error} />}
+        <button type="submit" className="button primary auth-submit" disabled={busy}>
+          {busy ? 'Creating…' : 'Create company and account'}
+        </button>
+      </form>
+      <p className="muted small auth-footnote">This link works once. Afterwards, sign in at the sign-in page.</p>
+    </AuthPage>
   );
 }
