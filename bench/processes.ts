@@ -1,7 +1,14 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { openSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { promisify } from 'node:util';
+
+/**
+ * The secrets key of this benchmark run, shared by its server and CLI calls (PostgreSQL
+ * requires one; on SQLite it spares a key file in the temp dir).
+ */
+const SECRETS_ENV = { INTAKE_SECRETS_KEY: process.env.INTAKE_SECRETS_KEY ?? randomBytes(32).toString('base64url') };
 
 /** A server the benchmark started, with the log its output goes to. */
 export interface ServerProcess {
@@ -36,7 +43,7 @@ export async function startServer(
   const port = await freePort();
   const log = openSync(logPath, 'a');
   const child = spawn(process.execPath, [script], {
-    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
+    env: { ...process.env, ...SECRETS_ENV, ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', log, log],
   });
   const server = { child, pid: child.pid ?? 0, port, logPath };
@@ -82,7 +89,7 @@ export function resetPeakRss(pid: number): void {
 /** Runs `node dist/cli/main.js args…` and returns its one JSON object. */
 export async function runCli(root: string, databaseUrl: string, args: string[]): Promise<Record<string, string>> {
   const { stdout } = await promisify(execFile)(process.execPath, [`${root}/dist/cli/main.js`, ...args, '--json'], {
-    env: { ...process.env, INTAKE_DATABASE_URL: databaseUrl },
+    env: { ...process.env, ...SECRETS_ENV, INTAKE_DATABASE_URL: databaseUrl },
   });
   return JSON.parse(stdout) as Record<string, string>;
 }
