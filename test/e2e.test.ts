@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
@@ -15,6 +16,7 @@ import {
   type ServerProcess,
 } from './support/processes.js';
 import { freshDatabase, testDialect, type TestDatabase } from './support/databases.js';
+import { openConnection } from './support/raw-http.js';
 import { MIGRATION_NAMES } from '../src/store/migrations/index.js';
 
 /**
@@ -381,4 +383,22 @@ describe.sequential('intake end to end, as npm start runs it', () => {
 
     expect(exit, 'the SIGTERMed server exits 0 by itself').toEqual({ code: 0, signal: null });
   }, 90_000);
+
+  test('SIGTERM with a connection held mid-request: closed after the grace period, exit 0', async () => {
+    const held = await startServer({ databaseUrl: await freshDatabaseUrl(), env: { INTAKE_SHUTDOWN_GRACE_MS: '1000' } });
+    const sockets: Socket[] = [];
+    try {
+      // Half a request, as a client that stalls (or an aborted fetch) leaves it: before the
+      // grace period, this waited out the 30-second request timeout.
+      const connection = await openConnection(held.port, sockets);
+      connection.socket.write(`POST /api/webhooks/${tenant.integrationKey} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"event":`);
+      await sleep(200);
+      expect(await held.stop(10_000)).toEqual({ code: 0, signal: null });
+      await connection.closed;
+      expect(held.stdout).toContain('closing connections still busy');
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await held.kill();
+    }
+  }, 30_000);
 });
