@@ -69,7 +69,8 @@ describe('panel: webhooks, requests and usage', { timeout: 120_000 }, () => {
 
     const row = page.locator(`tr[data-uuid="${uuid}"]`);
     await row.waitFor();
-    expect(await row.getAttribute('class')).toContain('new');
+    // The list's reload on connecting may show the row first; the stream's event marks it new.
+    await expect.poll(() => row.getAttribute('class')).toContain('new');
     await expect.poll(() => row.textContent()).toContain('order.created');
     expect(await page.evaluate('window.stillHere')).toBe(true);
     // Still one row: the reload on connecting and the stream do not duplicate it.
