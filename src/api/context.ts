@@ -134,6 +134,22 @@ export async function resolvePrincipal(deps: ApiDeps, request: FastifyRequest): 
 }
 
 /**
+ * Whether the caller of a long-running answer (a live tail, an export) still reaches the
+ * company it started with, with `permission`: resolved afresh as for a new request, so a
+ * revoked key, a removed member or an ended session is seen. False also when it cannot be
+ * told (the database away): the client asks again and is authenticated anew.
+ */
+export async function stillAllowed(deps: ApiDeps, request: FastifyRequest, started: Principal, permission: Permission): Promise<boolean> {
+  try {
+    const current = await resolvePrincipal(deps, request);
+    return current.companyId === started.companyId && current.permissions.has(permission);
+  } catch (error) {
+    if (!(error instanceof AppError)) request.log.warn({ err: error }, 'access re-check failed');
+    return false;
+  }
+}
+
+/**
  * The session of a public route's caller, when there is one (a route that works signed in
  * or out: accepting an invitation). A change needs its CSRF token as anywhere else; a
  * cookie that opens no session is as good as none.

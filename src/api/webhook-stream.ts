@@ -2,10 +2,9 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { AppInstance } from '../app.js';
-import { AppError } from '../errors.js';
 import { withinBudget } from '../store/queries/webhooks.js';
 import { WEBHOOK_PAGE_BYTES, type WebhookHeadQuery, type WebhookSummary } from '../store/store.js';
-import { principalOf, resolvePrincipal, type ApiDeps, type Principal } from './context.js';
+import { principalOf, stillAllowed, type ApiDeps, type Principal } from './context.js';
 import type { ReadLimits } from './read-limits.js';
 import { ERROR_RESPONSES, Id } from './schemas.js';
 import { cutOffStalledClient } from './send-timeout.js';
@@ -202,13 +201,7 @@ class LiveTail {
    */
   private async stillAllowed(): Promise<boolean> {
     const startedAt = Date.now();
-    const allowed = await resolvePrincipal(this.deps, this.request).then(
-      (current) => current.companyId === this.principal.companyId && current.permissions.has('logs:read'),
-      (error: unknown) => {
-        if (!(error instanceof AppError)) this.request.log.warn({ err: error }, 'live tail access check failed');
-        return false;
-      },
-    );
+    const allowed = await stillAllowed(this.deps, this.request, this.principal, 'logs:read');
     if (!allowed) this.end();
     else this.checkedAt = Math.max(this.checkedAt, startedAt);
     return allowed && !this.ended;

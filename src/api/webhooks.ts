@@ -13,7 +13,7 @@ import {
   type WebhookSearch,
   type WebhookSummary,
 } from '../store/store.js';
-import { principalOf, type ApiDeps } from './context.js';
+import { principalOf, stillAllowed, type ApiDeps } from './context.js';
 import { PAGE_BUDGET_TEXT, type ReadLimits } from './read-limits.js';
 import { ERROR_RESPONSES, Id, Page, PageQuery, Timestamp, iso } from './schemas.js';
 import { cutOffStalledClient } from './send-timeout.js';
@@ -108,7 +108,8 @@ export async function webhookRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
           'GET /api/v1/webhooks/{uuid} answers it. Streamed as it is read, ' +
           `${EXPORT_PAGE_ROWS} webhooks or ${WEBHOOK_PAGE_BYTES / MIB} MiB of bodies at a time, and only as fast as the ` +
           `client takes it, so any size can be exported; a client that takes nothing for ${limits.sendTimeoutMs / 1000} s ` +
-          'is cut off. Webhooks received after the export started are not in it. ' +
+          'is cut off, and so is one whose caller loses access (the key revoked, the member removed) before its next page. ' +
+          'Webhooks received after the export started are not in it. ' +
           `At most ${exports.perCaller} exports per key or user and ${exports.perCompany} per company run at once ` +
           `(429 past it). ${busyText}`,
         querystring: Type.Object(Filters),
@@ -119,7 +120,8 @@ export async function webhookRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
       },
     },
     async (request, reply) => {
-      const { companyId, actor } = principalOf(request);
+      const principal = principalOf(request);
+      const { companyId, actor } = principal;
       const query = { ...search(request.query), limit: EXPORT_PAGE_ROWS };
       const release = limits.exports.take(companyId, actor.id ?? undefined);
       // However the answer ends (done, refused, the client gone, cut off), its place is freed.
@@ -132,6 +134,9 @@ export async function webhookRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
         for (;;) {
           if (page.webhooks.length > 0) yield page.webhooks.map((w) => `${JSON.stringify(detail(w))}\n`).join('');
           if (!page.next) return;
+          // A long export ends when its caller loses access, as the live tail does; cut, not
+          // ended, so the client cannot take what it has for the whole export.
+          if (!(await stillAllowed(deps, request, principal, 'logs:read'))) throw new Error('the caller lost access during the export');
           const cursor: Cursor = page.next;
           page = await laterPage(limits, companyId, () => deps.store.exportCompanyWebhooks(companyId, { ...query, cursor }));
         }

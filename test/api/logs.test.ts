@@ -413,4 +413,38 @@ describe('bounds on concurrent reads and exports', () => {
     expect(connection.received().match(/"uuid":/g)?.length ?? 0).toBeLessThan(10);
     expect((await small.app.inject({ method: 'GET', url: '/api/v1/webhooks/export?event=none', headers: key })).statusCode).toBe(200);
   });
+
+  test('an export whose key is revoked meanwhile is cut before its next page, not ended as if complete', async () => {
+    const patient = await buildTestApp();
+    const patientSockets: Socket[] = [];
+    try {
+      const patientPort = Number(new URL(await patient.app.listen({ host: '127.0.0.1', port: 0 })).port);
+      const tenant = await patient.newTenant();
+      const owner = { companyId: tenant.companyId, integrationId: tenant.integrationId, keyId: tenant.keyId };
+      const pad = 'x'.repeat(2 * 1024 * 1024);
+      for (let i = 0; i < 10; i++) {
+        await patient.store.commitBatch([webhook(owner, Date.now() - 10 + i, { body: JSON.stringify({ event: 'big', data: { i, pad } }) })], []);
+      }
+      const key = await patient.management.createManagementKey(tenant.companyId, ['logs:read']);
+      const connection = await openConnection(patientPort, patientSockets);
+      connection.socket.pause();
+      connection.socket.write(`GET /api/v1/webhooks/export HTTP/1.1\r\nhost: test\r\nx-api-key: ${key.apiKey}\r\n\r\n`);
+      // The export has begun and waits for the client; the key is revoked, which every
+      // request sees within the key cache's poll.
+      await waitFor(async () => (patient.app.readLimits.exports.inUse === 1 ? true : undefined), 'the export to start');
+      await patient.management.revokeKey(tenant.companyId, key.id);
+      const refused = () => patient.app.inject({ method: 'GET', url: '/api/v1/webhooks?limit=1', headers: { 'x-api-key': key.apiKey } });
+      await waitFor(async () => ((await refused()).statusCode === 401 ? true : undefined), 'the revocation to hold');
+      connection.socket.resume();
+      await Promise.race([connection.closed, new Promise((resolve) => setTimeout(resolve, 10_000))]);
+      expect(connection.isClosed()).toBe(true);
+      expect(connection.received()).toMatch(/^HTTP\/1\.1 200/);
+      expect(connection.received().match(/"uuid":/g)?.length ?? 0).toBeLessThan(10);
+      // A chunked answer that ended would close with its last chunk; this one was cut.
+      expect(connection.received().endsWith('0\r\n\r\n')).toBe(false);
+    } finally {
+      for (const socket of patientSockets) socket.destroy();
+      await patient.close();
+    }
+  });
 });
