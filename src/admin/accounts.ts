@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { FailureWindows } from '../domain/failure-windows.js';
-import { hashPassword, MIN_PASSWORD_LENGTH, verifyPassword } from '../domain/password.js';
+import { hashPassword, MIN_PASSWORD_LENGTH } from '../domain/password.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { newRecoveryCodes, newTotpSecret, otpauthUri, recoveryCodeHash, totpStep } from '../domain/two-factor.js';
 import { AppError } from '../errors.js';
@@ -69,9 +69,10 @@ export class Accounts {
   requestPasswordReset(email: string, ip: string): void {
     const account = email.trim().toLowerCase();
     const address = `ip:${addressKey(ip)}`;
-    if (this.resetRequests.blockedFor(address, RESET_REQUESTS_PER_ADDRESS) > 0) {
+    const wait = this.resetRequests.blockedFor(address, RESET_REQUESTS_PER_ADDRESS);
+    if (wait > 0) {
       throw new AppError('rate_limited', 'Too many password reset requests from this address; try again later.', {
-        retryAfterSeconds: Math.ceil(this.resetRequests.blockedFor(address, RESET_REQUESTS_PER_ADDRESS) / 1000),
+        retryAfterSeconds: Math.ceil(wait / 1000),
       });
     }
     this.resetRequests.count(address);
@@ -166,17 +167,10 @@ export class Accounts {
    */
   private async confirmPassword(userId: string, password: string, ip: string): Promise<UserAccount> {
     const user = await this.user(userId);
-    const attempt = this.deps.guard.reserve(user.email, ip);
-    let checked = false;
-    try {
-      const valid = await this.deps.guard.hashing(ip, () => verifyPassword(password, user.passwordHash));
-      checked = true;
-      if (!valid) throw new AppError('invalid_credentials', 'The password is not correct.');
-      attempt.giveBack();
-      return user;
-    } finally {
-      if (!checked) attempt.giveBack();
-    }
+    const attempt = await this.deps.guard.checkPassword(user.email, ip, password, async () => user.passwordHash);
+    if (!attempt) throw new AppError('invalid_credentials', 'The password is not correct.');
+    attempt.giveBack();
+    return user;
   }
 
   private async user(userId: string): Promise<UserAccount> {

@@ -1,4 +1,5 @@
 import { FailureWindows } from '../domain/failure-windows.js';
+import { verifyPassword } from '../domain/password.js';
 import { AppError } from '../errors.js';
 import { addressKey } from '../intake/auth-failures.js';
 
@@ -66,6 +67,27 @@ export class SignInGuard {
         for (const key of keys) this.failures.uncount(key);
       },
     };
+  }
+
+  /**
+   * Checks a password for an attempt at `account` from `ip`: the attempt is counted first,
+   * then the stored hash is found and the password hashed within the bounds. Undefined when
+   * the password is wrong (the attempt stays counted); else the attempt, still counted, for
+   * the caller to give back once nothing else it checks (a second factor) has failed. An
+   * attempt refused before anything was checked (the hashing busy, the store away) counts
+   * for nothing.
+   */
+  async checkPassword(account: string, ip: string, password: string, storedHash: () => Promise<string>): Promise<Attempt | undefined> {
+    const attempt = this.reserve(account, ip);
+    let valid: boolean;
+    try {
+      const hash = await storedHash();
+      valid = await this.hashing(ip, () => verifyPassword(password, hash));
+    } catch (error) {
+      attempt.giveBack();
+      throw error;
+    }
+    return valid ? attempt : undefined;
   }
 
   /**

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { SecretBox } from '../domain/secret-box.js';
-import { hashPassword, verifyPassword } from '../domain/password.js';
+import { hashPassword } from '../domain/password.js';
 import { isTotpCode, recoveryCodeHash, totpStep } from '../domain/two-factor.js';
 import { AppError } from '../errors.js';
 import type { Store, UserAccount } from '../store/store.js';
@@ -31,29 +31,24 @@ export class SignIn {
     userAgent: string | null,
   ): Promise<SignedIn> {
     const account = credentials.email.trim().toLowerCase();
-    const attempt = this.guard.reserve(account, ip);
-    let checked = false;
-    try {
-      const user = await this.store.findUserByEmail(account);
-      const decoy = await this.decoy;
-      const valid = await this.guard.hashing(ip, () => verifyPassword(credentials.password, user?.passwordHash ?? decoy));
-      checked = true;
-      if (!user || !valid) throw new AppError('invalid_credentials');
-      if (user.totpSecret !== null) {
-        if (credentials.twoFactorCode === undefined || credentials.twoFactorCode.trim() === '') {
-          attempt.giveBack();
-          throw new AppError('two_factor_required');
-        }
-        if (!(await verifySecondFactor(this.store, this.secrets, user, credentials.twoFactorCode, this.now()))) {
-          throw new AppError('invalid_two_factor_code');
-        }
+    let user: UserAccount | undefined;
+    const attempt = await this.guard.checkPassword(account, ip, credentials.password, async () => {
+      user = await this.store.findUserByEmail(account);
+      return user?.passwordHash ?? (await this.decoy);
+    });
+    if (!attempt || !user) throw new AppError('invalid_credentials');
+    if (user.totpSecret !== null) {
+      if (credentials.twoFactorCode === undefined || credentials.twoFactorCode.trim() === '') {
+        attempt.giveBack();
+        throw new AppError('two_factor_required');
       }
-      attempt.giveBack();
-      return await this.sessions.start(user, ip, userAgent);
-    } finally {
-      // Refused before anything was checked (the hashing was busy): not a failure either.
-      if (!checked) attempt.giveBack();
+      // A wrong code is a failed attempt: its count stays.
+      if (!(await verifySecondFactor(this.store, this.secrets, user, credentials.twoFactorCode, this.now()))) {
+        throw new AppError('invalid_two_factor_code');
+      }
     }
+    attempt.giveBack();
+    return this.sessions.start(user, ip, userAgent);
   }
 }
 

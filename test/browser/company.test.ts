@@ -1,7 +1,7 @@
-import type { Browser, Locator, Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PASSWORD } from '../support/api.js';
-import { expectClean, launchChromium, openTab, SIGNED_OUT_CHECK, seedUser, signInThroughPanel, startPanelServer } from '../support/browser.js';
+import { expectClean, launchChromium, openTab, rowWith, SIGNED_OUT_CHECK, seedUser, signInThroughPanel, startPanelServer } from '../support/browser.js';
 import { cleanupAll, type ServerProcess } from '../support/processes.js';
 
 /**
@@ -27,10 +27,6 @@ afterAll(async () => {
   await cleanupAll();
 });
 
-/** The row of the table that holds `text`. */
-function rowWith(page: Page, text: string): Locator {
-  return page.locator('tbody tr').filter({ hasText: text });
-}
 
 async function callIntegrations(apiKey: string): Promise<number> {
   const response = await fetch(`${server.baseUrl}/api/v1/integrations`, { headers: { 'x-api-key': apiKey } });

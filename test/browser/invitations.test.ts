@@ -1,7 +1,7 @@
 import type { Browser, Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PASSWORD } from '../support/api.js';
-import { expectClean, launchChromium, openTab, SIGNED_OUT_CHECK, signInThroughPanel, startPanelServer } from '../support/browser.js';
+import { expectClean, launchChromium, openTab, rowWith, SIGNED_OUT_CHECK, signInThroughPanel, startPanelServer } from '../support/browser.js';
 import { cleanupAll, type ServerProcess } from '../support/processes.js';
 import { apiSignIn, companyWithOwner, freshCode, inviteThroughPanel, setUpTwoFactorThroughPanel } from './account-steps.js';
 
@@ -27,9 +27,6 @@ afterAll(async () => {
   await cleanupAll();
 });
 
-function rowWith(page: Page, text: string): Locator {
-  return page.locator('tbody tr').filter({ hasText: text });
-}
 
 function pendingRow(page: Page, email: string): Locator {
   return page.getByRole('region', { name: 'Pending invitations' }).locator('tbody tr').filter({ hasText: email });

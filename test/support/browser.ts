@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { expect } from 'vitest';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { CHROMIUM } from './chromium-path.js';
 import { runCliJson, startServer, type ServerProcess } from './processes.js';
 import { PASSWORD } from './api.js';
@@ -104,3 +104,7 @@ export async function signInThroughPanel(page: Page, email: string, password: st
   await page.getByRole('navigation', { name: 'Main' }).waitFor();
 }
 
+/** The row of the page's table that holds `text`. */
+export function rowWith(page: Page, text: string): Locator {
+  return page.locator('tbody tr').filter({ hasText: text });
+}

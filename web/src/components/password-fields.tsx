@@ -1,6 +1,36 @@
 import { MIN_PASSWORD_LENGTH } from '../api/types';
 import { Field } from './dialog';
 
+/** The email an account signs in with (the browser's password manager fills it as the username). */
+export function EmailField({
+  value,
+  onChange,
+  hint,
+  autoFocus,
+  readOnly,
+}: {
+  value: string;
+  onChange(value: string): void;
+  hint?: string;
+  autoFocus?: boolean;
+  readOnly?: boolean;
+}) {
+  return (
+    <Field label="Email" hint={hint}>
+      <input
+        type="email"
+        autoComplete="username"
+        value={value}
+        onChange={(e) => onChange(e.target.value)}
+        readOnly={readOnly}
+        required
+        maxLength={320}
+        autoFocus={autoFocus}
+      />
+    </Field>
+  );
+}
+
 /** Why a new password cannot be sent yet, in words; undefined when it can. */
 export function newPasswordProblem(password: string, repeat: string): string | undefined {
   if (password.length < MIN_PASSWORD_LENGTH) return `The new password needs at least ${MIN_PASSWORD_LENGTH} characters.`;

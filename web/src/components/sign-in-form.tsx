@@ -2,6 +2,7 @@ import { useState, type FormEvent } from 'react';
 import { api, ApiError } from '../api/client';
 import type { Session } from '../api/types';
 import { Field } from './dialog';
+import { EmailField } from './password-fields';
 import { ErrorMessage } from './ui';
 
 /**
@@ -80,18 +81,7 @@ export function SignInForm({
         </>
       ) : (
         <>
-          <Field label="Email">
-            <input
-              type="email"
-              autoComplete="username"
-              value={email}
-              onChange={(e) => setEmail(e.target.value)}
-              readOnly={fixedEmail !== undefined}
-              required
-              maxLength={320}
-              autoFocus={fixedEmail === undefined}
-            />
-          </Field>
+          <EmailField value={email} onChange={setEmail} readOnly={fixedEmail !== undefined} autoFocus={fixedEmail === undefined} />
           <Field label="Password">
             <input
               type="password"

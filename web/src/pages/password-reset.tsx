@@ -2,8 +2,7 @@ import { useState, type FormEvent } from 'react';
 import { Link, useNavigate, useSearchParams } from 'react-router';
 import { api, ApiError } from '../api/client';
 import { AuthPage, LinkProblem } from '../components/auth-page';
-import { Field } from '../components/dialog';
-import { NewPasswordFields, newPasswordProblem } from '../components/password-fields';
+import { EmailField, NewPasswordFields, newPasswordProblem } from '../components/password-fields';
 import { SignInError } from '../components/sign-in-form';
 import { ErrorMessage } from '../components/ui';
 import { useSessionState } from '../session';
@@ -47,17 +46,7 @@ export function ForgotPasswordPage() {
         </p>
       ) : (
         <form className="form" onSubmit={submit}>
-          <Field label="Email">
-            <input
-              type="email"
-              autoComplete="username"
-              value={email}
-              onChange={(e) => setEmail(e.target.value)}
-              required
-              maxLength={320}
-              autoFocus
-            />
-          </Field>
+          <EmailField value={email} onChange={setEmail} autoFocus />
           {error && <SignInError error={error} />}
           <button type="submit" className="button primary auth-submit" disabled={busy}>
             {busy ? 'Sending…' : 'Send the reset link'}

@@ -1,9 +1,10 @@
 import { useState, type FormEvent } from 'react';
 import { Link, useNavigate, useSearchParams } from 'react-router';
 import { api, ApiError } from '../api/client';
-import { MIN_PASSWORD_LENGTH as MIN_PASSWORD, type Session } from '../api/types';
+import { MIN_PASSWORD_LENGTH, type Session } from '../api/types';
 import { AuthPage, LinkProblem } from '../components/auth-page';
 import { Field } from '../components/dialog';
+import { EmailField } from '../components/password-fields';
 import { ErrorMessage } from '../components/ui';
 import { useSessionState } from '../session';
 
@@ -44,8 +45,8 @@ export function SetupPage() {
   const submit = async (event: FormEvent) => {
     event.preventDefault();
     setError(undefined);
-    if (password.length < MIN_PASSWORD) {
-      setError(new Error(`The password needs at least ${MIN_PASSWORD} characters.`));
+    if (password.length < MIN_PASSWORD_LENGTH) {
+      setError(new Error(`The password needs at least ${MIN_PASSWORD_LENGTH} characters.`));
       return;
     }
     setBusy(true);
@@ -77,17 +78,15 @@ export function SetupPage() {
         <Field label="Company name" hint="Shown in the panel; you can change it later.">
           <input value={companyName} onChange={(e) => setCompanyName(e.target.value)} required maxLength={200} autoFocus />
         </Field>
-        <Field label="Email" hint="You sign in with it.">
-          <input type="email" autoComplete="username" value={email} onChange={(e) => setEmail(e.target.value)} required maxLength={320} />
-        </Field>
-        <Field label="Password" hint={`At least ${MIN_PASSWORD} characters. A passphrase of a few words is easy to remember.`}>
+        <EmailField value={email} onChange={setEmail} hint="You sign in with it." />
+        <Field label="Password" hint={`At least ${MIN_PASSWORD_LENGTH} characters. A passphrase of a few words is easy to remember.`}>
           <input
             type="password"
             autoComplete="new-password"
             value={password}
             onChange={(e) => setPassword(e.target.value)}
             required
-            minLength={MIN_PASSWORD}
+            minLength={MIN_PASSWORD_LENGTH}
             maxLength={1024}
           />
         </Field>
