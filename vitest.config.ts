@@ -24,6 +24,7 @@ const ON_BOTH_DATABASES = [
   'test/api/logs.test.ts',
   'test/api/requests-usage.test.ts',
   'test/api/integrations.test.ts',
+  'test/api/sources.test.ts',
   'test/api/keys.test.ts',
   'test/api/management-keys.test.ts',
   'test/api/auth.test.ts',

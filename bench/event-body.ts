@@ -2,7 +2,10 @@ import { createRequire } from 'node:module';
 
 /** The request body every load phase sends, and where it came from. */
 export interface EventBody {
+  /** As intake's API key takes it: `{"event": …, "data": …}`. */
   bytes: Buffer;
+  /** The same event as its provider sends it (the `data` alone), for a provider source. */
+  providerBytes: Buffer;
   event: string;
   source: string;
 }
@@ -28,16 +31,17 @@ export function loadEventBody(): EventBody {
     for (const example of push?.examples ?? []) {
       const bytes = Buffer.from(JSON.stringify({ event: 'push', data: example }));
       if (bytes.length >= MIN_BYTES && bytes.length <= MAX_BYTES) {
-        return { bytes, event: 'push', source: '@octokit/webhooks-examples' };
+        return { bytes, providerBytes: Buffer.from(JSON.stringify(example)), event: 'push', source: '@octokit/webhooks-examples' };
       }
     }
   } catch {
     // Not installed: fall through to the generated event.
   }
-  return { bytes: generatedEvent(), event: 'invoice.paid', source: 'generated' };
+  const data = generatedEvent();
+  return { bytes: Buffer.from(JSON.stringify({ event: 'invoice.paid', data })), providerBytes: Buffer.from(JSON.stringify(data)), event: 'invoice.paid', source: 'generated' };
 }
 
-function generatedEvent(): Buffer {
+function generatedEvent(): Record<string, unknown> {
   const lines = Array.from({ length: 12 }, (_, i) => ({
     id: `li_${i}`,
     description: `Seat licence, month ${i + 1}`,
@@ -46,5 +50,5 @@ function generatedEvent(): Buffer {
     period: { start: 1_700_000_000 + i * 2_592_000, end: 1_700_000_000 + (i + 1) * 2_592_000 },
   }));
   const data = { id: 'in_1', customer: 'cus_1', amount_paid: 14_466, paid: true, lines };
-  return Buffer.from(JSON.stringify({ event: 'invoice.paid', data }));
+  return data;
 }

@@ -17,6 +17,9 @@ export interface BenchResults {
     service: Summary;
     baseline: Summary;
     serviceToBaseline: number;
+    /** The same load on a github source (signature, no key): what verification costs. */
+    githubSource?: Summary;
+    githubSourceToService?: number;
     servicePeakRssMb: number;
     baselinePeakRssMb: number;
   };
@@ -45,6 +48,17 @@ export function rows(results: BenchResults): Row[] {
       target: '>= 0.80',
       pass: closedLoop.serviceToBaseline >= 0.8,
     },
+    ...(closedLoop.githubSource && closedLoop.githubSourceToService !== undefined
+      ? [
+          { measure: 'closed loop: github source req/s (median)', result: int(closedLoop.githubSource.requestsPerSecond), target: '' },
+          {
+            measure: 'throughput github source/api_key',
+            result: closedLoop.githubSourceToService.toFixed(2),
+            target: '>= 0.90',
+            pass: closedLoop.githubSourceToService >= 0.9,
+          },
+        ]
+      : []),
     { measure: 'closed loop: service p50/p99/p99.9', result: latencies(closedLoop.service), target: '' },
     { measure: 'closed loop: baseline p50/p99/p99.9', result: latencies(closedLoop.baseline), target: '' },
     {

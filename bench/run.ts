@@ -6,6 +6,7 @@
  * open loop at half of it for latency, then twice the maximum for shedding and recovery.
  * Prints one table of measures against their targets and writes bench/results/.
  */
+import { createHmac, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -76,6 +77,25 @@ async function main(): Promise<void> {
     ...['integration', 'create', '--company', String(company.id), '--name', 'bench'],
   ]);
   const headers = { 'content-type': 'application/json', 'x-api-key': String(integration.api_key) };
+  // The same push, as GitHub sends it to a github source: its own body, signed. No
+  // X-GitHub-Delivery, so neither target pays for an idempotency claim: the difference is
+  // the signature's check (opening the secret, one HMAC over the body) and the provider's rules.
+  const githubSecret = randomBytes(32).toString('hex');
+  const githubSource = await runCli(root, database.url, [
+    ...['integration', 'create', '--company', String(company.id), '--name', 'bench github'],
+    ...['--source', 'github', '--secret', githubSecret],
+  ]);
+  const githubBody = body.providerBytes;
+  const githubTarget: LoadTarget = {
+    name: 'github source',
+    url: `http://127.0.0.1:${service.port}/api/webhooks/${githubSource.integration_key}`,
+    headers: {
+      'content-type': 'application/json',
+      'x-github-event': 'push',
+      'x-hub-signature-256': `sha256=${createHmac('sha256', githubSecret).update(githubBody).digest('hex')}`,
+    },
+    body: githubBody,
+  };
   const serviceTarget: LoadTarget = {
     name: 'service',
     url: `http://127.0.0.1:${service.port}/api/webhooks/${integration.integration_key}`,
@@ -92,11 +112,12 @@ async function main(): Promise<void> {
 
   resetPeakRss(service.pid);
   resetPeakRss(baseline.pid);
-  const rounds = await runClosedLoop([serviceTarget, baselineTarget], settings);
+  const rounds = await runClosedLoop([serviceTarget, baselineTarget, githubTarget], settings);
   const servicePeakRssMb = peakRssMb(service.pid);
   const baselinePeakRssMb = peakRssMb(baseline.pid);
   const serviceSummary = summarize(rounds, 'service');
   const baselineSummary = summarize(rounds, 'baseline');
+  const githubSummary = summarize(rounds, 'github source');
   const maxRate = serviceSummary.requestsPerSecond;
 
   await sleep(2_000);
@@ -138,6 +159,8 @@ async function main(): Promise<void> {
       service: serviceSummary,
       baseline: baselineSummary,
       serviceToBaseline: Math.round((maxRate / baselineSummary.requestsPerSecond) * 100) / 100,
+      githubSource: githubSummary,
+      githubSourceToService: Math.round((githubSummary.requestsPerSecond / maxRate) * 100) / 100,
       servicePeakRssMb,
       baselinePeakRssMb,
     },

@@ -28,6 +28,7 @@ import { intakeRoutes } from './intake/routes.js';
 import { healthRoutes } from './ops/health.js';
 import { defaultReadLimits, ReadLimits, type ReadLimitOptions } from './api/read-limits.js';
 import { panelRoutes } from './admin/panel.js';
+import { SourceVerifier } from './sources/verifier.js';
 import type { Store } from './store/store.js';
 import { createLogger } from './logger.js';
 
@@ -154,7 +155,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     authFailures,
   );
   await app.register(
-    async (scope) => apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, lastUsed, ...accountDeps }),
+    async (scope) => apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, lastUsed, secrets: deps.secrets, ...accountDeps }),
     { prefix: '/api/v1' },
   );
   await app.register(async (scope) => {
@@ -177,6 +178,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
       lastUsed,
       counters,
       authFailures,
+      sources: new SourceVerifier(deps.secrets, config.baseUrl),
     });
   });
 

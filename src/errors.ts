@@ -15,6 +15,16 @@ export const ERRORS = {
     title: 'Insufficient permissions',
     message: 'Your API key does not have permission to access this resource.',
   },
+  invalid_signature: {
+    status: 401,
+    title: 'Invalid signature',
+    message: "The request is not signed as this integration's source expects.",
+  },
+  signature_expired: {
+    status: 401,
+    title: 'Signature expired',
+    message: "The request's signature timestamp is outside the accepted window.",
+  },
   integration_disabled: {
     status: 403,
     title: 'Integration disabled',

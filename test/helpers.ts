@@ -2,6 +2,7 @@ import { pino } from 'pino';
 import { buildApp, type AppDeps, type AppInstance } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
 import { Management } from '../src/services/management.js';
+import type { SourceInput } from '../src/sources/settings.js';
 import type { Store } from '../src/store/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { ADMISSION_GATE_OFF, TEST_SECRETS_KEY } from './support/processes.js';
@@ -23,6 +24,9 @@ export interface TestTenant {
   integrationKey: string;
   apiKey: string;
   keyId: string;
+  /** The source's signing secret: the one given, or the one intake generated. */
+  sourceSecret?: string;
+  sourceSecretId?: string;
 }
 
 export interface TestApp {
@@ -31,8 +35,8 @@ export interface TestApp {
   database: TestDatabase;
   config: Config;
   management: Management;
-  /** An integration and its key, in a new company unless `companyId` names one. */
-  newTenant(options?: { companyId?: string; bodyLimitBytes?: number; rateLimitPerMinute?: number }): Promise<TestTenant>;
+  /** An integration and its key, in a new company unless `companyId` names one; with `source`, its signing secret too. */
+  newTenant(options?: { companyId?: string; bodyLimitBytes?: number; rateLimitPerMinute?: number; source?: SourceInput }): Promise<TestTenant>;
   close(): Promise<void>;
 }
 
@@ -44,7 +48,7 @@ export async function buildTestApp(env: Record<string, string> = {}, options: Pi
   const app = await buildApp({ config, store, logger: pino({ level: 'silent' }), secrets: testSecretBox(), ...options });
   const management = new Management(
     store,
-    { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit },
+    { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit, secrets: testSecretBox() },
     { type: 'cli', id: 'test', ip: null },
   );
   return {
@@ -62,6 +66,8 @@ export async function buildTestApp(env: Record<string, string> = {}, options: Pi
         integrationKey: created.integration.integrationKey,
         apiKey: created.apiKey,
         keyId: created.keyId,
+        sourceSecret: created.sourceSecret ?? limits.source?.secret,
+        sourceSecretId: created.sourceSecretId,
       };
     },
     async close() {

@@ -86,6 +86,7 @@ async function createIntegration(
     rateLimitPerMinute: options.rateLimitPerMinute ?? null,
     createdAt: T0,
     updatedAt: T0,
+    source: { type: 'api_key', config: {} },
   };
   const key = apiKeyFor(integration.id, T0);
   await store.createIntegration(companyId, integration, key);
@@ -224,6 +225,7 @@ describe.each(STORES)('$name store', (factory) => {
         enabled: true,
         bodyLimitBytes: 4096,
         rateLimitPerMinute: 120,
+        source: null,
       });
       expect(await store.findIntegrationByKey(newIntegrationKey())).toBeUndefined();
     });
@@ -471,7 +473,7 @@ describe.each(STORES)('$name store', (factory) => {
 
       const log = await store.listRequestLog(tenant.companyId, tenant.integration.id, 100);
       expect(log).toHaveLength(3);
-      expect(log.find((r) => r.id === rejected.id)).toEqual(rejected);
+      expect(log.find((r) => r.id === rejected.id)).toEqual({ ...rejected, errorDetail: null });
       expect(log.filter((r) => r.status === 202).map((r) => r.webhookUuid).sort()).toEqual(
         webhooks.map((w) => w.uuid).sort(),
       );

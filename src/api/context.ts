@@ -1,5 +1,6 @@
 import type {} from '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { SecretBox } from '../domain/secret-box.js';
 import type { Accounts } from '../admin/accounts.js';
 import type { Mailer } from '../admin/mailer.js';
 import { csrfTokenMatches, SESSION_COOKIE, type Sessions } from '../admin/sessions.js';
@@ -27,6 +28,8 @@ export interface ApiDeps {
   mailer: Mailer;
   /** Where a management key's use is recorded (written behind, as for intake). */
   lastUsed: LastUsedTracker;
+  /** Seals sources' signing secrets. */
+  secrets: SecretBox;
 }
 
 /** Who is calling /api/v1, for which company, allowed to do what. */
@@ -183,11 +186,11 @@ export function principalOf(request: FastifyRequest): Principal {
 
 /** The change service acting for this request's caller (their audit records name them). */
 export function managementFor(deps: ApiDeps, request: FastifyRequest): Management {
-  return new Management(deps.store, managementOptions(deps.config), principalOf(request).actor);
+  return new Management(deps.store, managementOptions(deps.config, deps.secrets), principalOf(request).actor);
 }
 
-export function managementOptions(config: Config): ManagementOptions {
-  return { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit };
+export function managementOptions(config: Config, secrets?: SecretBox): ManagementOptions {
+  return { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit, secrets };
 }
 
 /** For handlers that answer 204. */

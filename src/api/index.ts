@@ -13,6 +13,7 @@ import { authenticateApi, type ApiDeps } from './context.js';
 import { integrationRoutes } from './integrations.js';
 import { invitationRoutes } from './invitations.js';
 import { keyRoutes } from './keys.js';
+import { sourceRoutes } from './sources.js';
 import { managementKeyRoutes } from './management-keys.js';
 import { memberRoutes } from './members.js';
 import { requestLogRoutes } from './requests.js';
@@ -81,6 +82,7 @@ export async function apiV1Routes(app: AppInstance, deps: ApiDeps): Promise<void
   await integrationRoutes(app, deps);
   // --- keys and management keys ---
   await keyRoutes(app, deps);
+  await sourceRoutes(app, deps);
   await managementKeyRoutes(app, deps);
   // --- webhooks, request log, usage ---
   await webhookRoutes(app, deps);

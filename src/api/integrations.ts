@@ -5,6 +5,7 @@ import { AppError } from '../errors.js';
 import type { Integration } from '../store/store.js';
 import { managementFor, noContent, principalOf, type ApiDeps } from './context.js';
 import { IntegrationKeyScopes } from './keys.js';
+import { presentSource, SourceBody, SourceSchema } from './source-schemas.js';
 import { ERROR_RESPONSES, Id, NullableInteger, Page, PageQuery, Timestamp, iso, pageOf } from './schemas.js';
 
 const MAX_BODY_LIMIT = 16 * 1024 * 1024;
@@ -22,6 +23,7 @@ export const IntegrationSchema = Type.Object(
     created_at: Timestamp,
     updated_at: Timestamp,
     last_webhook_at: Type.Union([Timestamp, Type.Null()], { description: 'When it last took a webhook; null: never (or all purged).' }),
+    source: SourceSchema,
   },
   { $id: 'Integration' },
 );
@@ -82,12 +84,15 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
           body_limit_bytes: Type.Optional(Editable.body_limit_bytes),
           rate_limit_per_minute: Type.Optional(Editable.rate_limit_per_minute),
           scopes: Type.Optional(IntegrationKeyScopes),
+          source: Type.Optional(SourceBody),
         }),
         response: {
           201: Type.Object({
             integration: IntegrationSchema,
             api_key: Type.String({ description: 'Shown once: store it now.' }),
             key_id: Id('key'),
+            source_secret_id: Type.Optional(Id('sec')),
+            source_secret: Type.Optional(Type.String({ description: 'Shown once, when intake generated the signing secret: give it to the sender now.' })),
           }),
           ...ERROR_RESPONSES,
         },
@@ -103,8 +108,15 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
         bodyLimitBytes: body.body_limit_bytes,
         rateLimitPerMinute: body.rate_limit_per_minute,
         keyScopes: issuableIntegrationScopes(permissions, body.scopes),
+        source: body.source,
       });
-      return reply.code(201).send({ integration: presentIntegration(deps, created.integration, null), api_key: created.apiKey, key_id: created.keyId });
+      return reply.code(201).send({
+        integration: presentIntegration(deps, created.integration, null),
+        api_key: created.apiKey,
+        key_id: created.keyId,
+        ...(created.sourceSecretId !== undefined && { source_secret_id: created.sourceSecretId }),
+        ...(created.sourceSecret !== undefined && { source_secret: created.sourceSecret }),
+      });
     },
   );
 
@@ -187,5 +199,6 @@ export function presentIntegration(deps: ApiDeps, integration: Integration, last
     created_at: iso(integration.createdAt),
     updated_at: iso(integration.updatedAt),
     last_webhook_at: iso(lastWebhookAt),
+    source: presentSource(integration.source),
   };
 }

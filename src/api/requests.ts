@@ -87,7 +87,7 @@ function presentRequest(entry: RequestLogEntry) {
     method: entry.method,
     status: entry.status,
     error_code: entry.errorCode,
-    reason: reasonOf(entry.errorCode),
+    reason: entry.errorDetail ?? reasonOf(entry.errorCode),
     key_id: entry.keyId,
     ip: entry.ip,
     user_agent: entry.userAgent,

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Type } from 'typebox';
 import type { AppInstance } from '../app.js';
 import { decodeCursor, encodeCursor, type Cursor } from '../domain/cursor.js';
-import { storedDocument } from '../domain/webhook-body.js';
+import { webhookData } from '../domain/webhook-body.js';
 import { AppError } from '../errors.js';
 import {
   SEARCH_SCAN_BYTES,
@@ -30,7 +30,10 @@ export const WebhookSummarySchema = Type.Object(
     uuid: UUID,
     integration_id: Id('int'),
     event: Type.String(),
-    data: Type.Object({}, { additionalProperties: true, description: 'The webhook\'s `data` object ({} when it had none).' }),
+    data: Type.Unknown({
+      description:
+        "The webhook's `data` object ({} when it had none). From a provider source (signature, not API key): the provider's whole body, a form as an object.",
+    }),
     received_at: Timestamp,
   },
   { $id: 'WebhookSummary' },
@@ -209,7 +212,7 @@ export function summary(webhook: WebhookSummary) {
     uuid: webhook.uuid,
     integration_id: webhook.integrationId,
     event: webhook.event,
-    data: (storedDocument(webhook.rawBody).data ?? {}) as Record<string, unknown>,
+    data: webhookData(webhook.rawBody, webhook.payloadFormat),
     received_at: iso(webhook.receivedAt),
   };
 }

@@ -1,5 +1,7 @@
 import { userInfo } from 'node:os';
 import { loadConfig, type Config } from '../config.js';
+import type { SecretBox } from '../domain/secret-box.js';
+import { openSecretBox } from '../secrets.js';
 import { Management } from '../services/management.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
@@ -8,6 +10,7 @@ export interface CommandContext {
   config: Config;
   store: Store;
   management: Management;
+  secrets: SecretBox;
 }
 
 /** Opens the configured database (migrating it, so a fresh one works), runs, closes. */
@@ -19,13 +22,14 @@ export async function withStore<T>(
   const store = openStore(config.databaseUrl, { poolSize: 2 });
   try {
     if (options.migrate) await store.migrate();
+    const secrets = openSecretBox(config);
     const management = new Management(
       store,
-      { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit },
+      { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit, secrets },
       // The audit log names the operating-system account that ran the command.
       { type: 'cli', id: userInfo().username, ip: null },
     );
-    return await run({ config, store, management });
+    return await run({ config, store, management, secrets });
   } finally {
     await store.close();
   }

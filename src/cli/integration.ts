@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
 import { AppError } from '../errors.js';
+import { SOURCE_TYPES } from '../sources/provider.js';
+import type { SourceInput } from '../sources/settings.js';
 import { SHOWN_ONCE, print, withStore, type CommandContext } from './context.js';
 
 export function registerIntegrationCommands(program: Command): void {
@@ -12,6 +14,9 @@ export function registerIntegrationCommands(program: Command): void {
     .option('--description <text>', 'what sends to it')
     .option('--body-limit <bytes>', 'largest body accepted, in bytes', parseWhole)
     .option('--rate-limit <per-minute>', 'webhooks accepted per minute', parseWhole)
+    .option('--source <type>', `how senders prove themselves besides the API key: ${SOURCE_TYPES.join(', ')}`)
+    .option('--secret <secret>', "the provider's signing secret (generated when absent, where the provider takes ours)")
+    .option('--source-config <json>', 'hmac, basic and query_token settings, as the API takes them', parseJsonObject)
     .option('--json', 'print one JSON object')
     .action(
       (options: {
@@ -21,13 +26,14 @@ export function registerIntegrationCommands(program: Command): void {
         bodyLimit?: number;
         rateLimit?: number;
         json?: boolean;
-      }) =>
+      } & SourceOptions) =>
         withStore(async ({ management }) => {
           const created = await management.createIntegration(options.company, {
             name: options.name,
             description: options.description,
             bodyLimitBytes: options.bodyLimit,
             rateLimitPerMinute: options.rateLimit,
+            source: sourceInput(options),
           });
           print(
             {
@@ -35,11 +41,39 @@ export function registerIntegrationCommands(program: Command): void {
               integration_key: created.integration.integrationKey,
               api_key: created.apiKey,
               webhook_url: created.webhookUrl,
+              // Only when asked for: without --source the answer is the contract's four fields.
+              ...(options.source !== undefined && { source_type: created.integration.source.type }),
+              ...(created.sourceSecret !== undefined && { source_secret: created.sourceSecret }),
             },
             options,
-            SHOWN_ONCE,
+            created.sourceSecret === undefined ? SHOWN_ONCE : SECRETS_SHOWN_ONCE,
           );
         }),
+    );
+
+  integration
+    .command('edit')
+    .description("change an integration's source (a new type or secret replaces the secrets at once)")
+    .requiredOption('--integration <id>', 'integration id (int_…)')
+    .requiredOption('--source <type>', SOURCE_TYPES.join(', '))
+    .option('--secret <secret>', "the provider's signing secret (generated when absent, where the provider takes ours)")
+    .option('--source-config <json>', 'hmac, basic and query_token settings, as the API takes them', parseJsonObject)
+    .option('--json', 'print one JSON object')
+    .action((options: { integration: string; json?: boolean } & SourceOptions) =>
+      withStore(async (context) => {
+        const companyId = await companyOfIntegration(context, options.integration);
+        const changed = await context.management.setSource(companyId, options.integration, sourceInput(options)!);
+        print(
+          {
+            id: changed.integration.id,
+            source_type: changed.integration.source.type,
+            ...(changed.sourceSecretId !== undefined && { source_secret_id: changed.sourceSecretId }),
+            ...(changed.sourceSecret !== undefined && { source_secret: changed.sourceSecret }),
+          },
+          options,
+          changed.sourceSecret === undefined ? undefined : 'The signing secret is shown only this once: give it to the sender now.',
+        );
+      }),
     );
 
   for (const enabled of [false, true]) {
@@ -55,6 +89,34 @@ export function registerIntegrationCommands(program: Command): void {
         }),
       );
   }
+}
+
+interface SourceOptions {
+  source?: string;
+  secret?: string;
+  sourceConfig?: SourceInput['config'];
+}
+
+const SECRETS_SHOWN_ONCE = 'The API key and the signing secret are shown only this once: store them now.';
+
+function sourceInput(options: SourceOptions): SourceInput | undefined {
+  if (options.source === undefined) {
+    if (options.secret !== undefined || options.sourceConfig !== undefined) {
+      throw new AppError('invalid_request', '--secret and --source-config need --source.');
+    }
+    return undefined;
+  }
+  return { type: options.source, config: options.sourceConfig, secret: options.secret };
+}
+
+function parseJsonObject(text: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(text);
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, unknown>;
+  } catch {
+    // Said below.
+  }
+  throw new AppError('invalid_request', '--source-config must be a JSON object, e.g. \'{"header":"X-Signature"}\'.');
 }
 
 export async function companyOfIntegration({ store }: CommandContext, integrationId: string): Promise<string> {

@@ -6,6 +6,7 @@ import { registerCompanyCommands } from './company.js';
 import { print, withStore } from './context.js';
 import { registerIntegrationCommands } from './integration.js';
 import { registerKeyCommands } from './key.js';
+import { registerSecretsCommands } from './secrets.js';
 import { registerUserCommands } from './user.js';
 
 /** `intake`: operate the service on the database INTAKE_DATABASE_URL names, server running or not. */
@@ -29,6 +30,7 @@ registerCompanyCommands(program);
 registerUserCommands(program);
 registerIntegrationCommands(program);
 registerKeyCommands(program);
+registerSecretsCommands(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? 0 : 2);

@@ -26,6 +26,16 @@ export class SecretBox {
     return ['v1', this.sealingKeyId, nonce.toString('base64url'), sealed.toString('base64url')].join('.');
   }
 
+  /** The id of the key that seals: the first configured. */
+  get currentKeyId(): string {
+    return this.sealingKeyId;
+  }
+
+  /** Whether `sealed` was sealed with the current key (`intake secrets rotate` leaves those alone). */
+  sealedWithCurrentKey(sealed: string): boolean {
+    return sealed.split('.', 2)[1] === this.sealingKeyId;
+  }
+
   /** The plaintext; throws when the value was sealed with a key this box lacks, or was altered. */
   open(sealed: string): string {
     const [version, id, nonce, body] = sealed.split('.');

@@ -1,4 +1,6 @@
 import { AppError } from '../errors.js';
+import type { ParsedBody } from '../sources/provider.js';
+import type { PayloadFormat } from '../store/store.js';
 import { UNSTORABLE_TEXT } from './text.js';
 
 /**
@@ -27,28 +29,76 @@ export function isJsonContentType(header: string | undefined): boolean {
 
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
+/** `application/x-www-form-urlencoded`, with any parameters: what Twilio and Slack's interactive payloads send. */
+export function isFormContentType(header: string | undefined): boolean {
+  return header !== undefined && header.split(';', 1)[0]!.trim().toLowerCase() === 'application/x-www-form-urlencoded';
+}
+
+/** The kind of body a provider source parses, by its Content-Type; undefined for any other. */
+export function providerBodyKind(header: string | undefined): 'json' | 'form' | undefined {
+  if (isJsonContentType(header)) return 'json';
+  if (isFormContentType(header)) return 'form';
+  return undefined;
+}
+
+/**
+ * A provider's own body (a source): any JSON value, or a form's fields in order. Throws the
+ * contract's 400 for bytes that are not what the Content-Type says.
+ */
+export function parseProviderBody(raw: Buffer, kind: 'json' | 'form'): ParsedBody {
+  const text = utf8Text(raw);
+  if (kind === 'form') return { kind, fields: [...new URLSearchParams(text)] };
+  return { kind, value: parseJson(text) };
+}
+
+/**
+ * A stored webhook's `data`, as its format says: the envelope's `data` field, a provider's
+ * whole JSON value, or a form as an object (a field sent several times as an array).
+ */
+export function webhookData(raw: Buffer, format: PayloadFormat): unknown {
+  if (format === 'envelope') return storedDocument(raw).data ?? {};
+  const text = strictUtf8.decode(raw);
+  if (format === 'json') return JSON.parse(text);
+  return formObject([...new URLSearchParams(text)]);
+}
+
+export function formObject(fields: ReadonlyArray<[string, string]>): Record<string, string | string[]> {
+  const object: Record<string, string | string[]> = {};
+  for (const [name, value] of fields) {
+    const seen = object[name];
+    if (!Object.hasOwn(object, name)) object[name] = value;
+    else object[name] = Array.isArray(seen) ? [...seen, value] : [seen as string, value];
+  }
+  return object;
+}
+
 /** Parses the raw body into a webhook, or throws the contract's 400 or 422. */
 export function parseWebhookBody(raw: Buffer): WebhookPayload {
   const document = parseJsonObject(raw);
   return { event: validEvent(document.event), data: validData(document.data) };
 }
 
-function parseJsonObject(raw: Buffer): Record<string, unknown> {
-  let text: string;
+function utf8Text(raw: Buffer): string {
   try {
-    text = strictUtf8.decode(raw);
+    return strictUtf8.decode(raw);
   } catch {
     throw new AppError('invalid_json', 'The request body is not valid UTF-8.');
   }
+}
+
+function parseJson(text: string): unknown {
   if (nestingDepth(text) > MAX_NESTING_DEPTH) {
     throw new AppError('invalid_json', `The request body nests deeper than ${MAX_NESTING_DEPTH} levels.`);
   }
-  let document: unknown;
   try {
-    document = JSON.parse(text);
+    return JSON.parse(text);
   } catch {
     throw new AppError('invalid_json', 'The request body is not valid JSON.');
   }
+}
+
+function parseJsonObject(raw: Buffer): Record<string, unknown> {
+  const document = parseJson(utf8Text(raw));
   if (typeof document !== 'object' || document === null || Array.isArray(document)) {
     throw new AppError('invalid_json', 'The request body must be a JSON object.');
   }
@@ -60,7 +110,7 @@ export function storedDocument(raw: Buffer): Record<string, unknown> {
   return JSON.parse(strictUtf8.decode(raw)) as Record<string, unknown>;
 }
 
-function validEvent(event: unknown): string {
+export function validEvent(event: unknown): string {
   if (typeof event !== 'string' || event.length === 0 || countCharacters(event) > MAX_EVENT_LENGTH) {
     throw new AppError(
       'validation_failed',

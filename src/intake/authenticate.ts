@@ -13,6 +13,11 @@ export interface AuthAttempt {
   scope: Scope;
   /** Sending needs an enabled integration; reading its log does not. */
   requireEnabled: boolean;
+  /**
+   * Sending may also be proven by the integration's provider signature, when it has a
+   * provider source and no X-API-Key is sent; reading never.
+   */
+  signatureAllowed: boolean;
   now: number;
   /** The client's address: its failed attempts are limited. */
   ip: string;
@@ -28,6 +33,11 @@ export interface AuthResult {
   keyId: string | null;
   /** Set when the request is refused. */
   error: AppError | undefined;
+  /**
+   * No key was sent to an address with a provider source: the request goes on to have its
+   * signature checked (src/sources/verifier.ts), which decides; keyId is then null.
+   */
+  bySignature: boolean;
 }
 
 /**
@@ -41,6 +51,9 @@ export interface AuthResult {
  *
  * An address that sent too many missing or invalid keys is refused (429) before its key is
  * looked at; the integration is still found, so the refusal lands in its request log.
+ *
+ * A request to an address with a provider source that sends no key is not decided here:
+ * its signature covers the body, which is read after this.
  */
 export class Authenticator {
   constructor(
@@ -55,7 +68,14 @@ export class Authenticator {
       integration,
       keyId: grant !== undefined && grant.companyId === integration?.companyId ? grant.keyId : null,
       error,
+      bySignature: false,
     });
+    if (attempt.signatureAllowed && integration?.source && (attempt.apiKey === undefined || attempt.apiKey === '')) {
+      // The address's limit on failures holds for signatures too: refused ones count.
+      const wait = this.failures.retryAfterSeconds(attempt.ip);
+      if (wait > 0) return refuse(new AppError('auth_rate_limited', undefined, { retryAfterSeconds: wait }));
+      return { integration, keyId: null, error: undefined, bySignature: true };
+    }
 
     const grant = await this.throttledGrant(attempt.apiKey, attempt.ip, attempt.now);
     if (grant instanceof AppError) return refuse(grant);
@@ -66,7 +86,7 @@ export class Authenticator {
       grant.scopes.includes(attempt.scope);
     if (!ownsAddress) return refuse(new AppError('insufficient_permissions'), grant);
     if (attempt.requireEnabled && !integration.enabled) return refuse(new AppError('integration_disabled'), grant);
-    return { integration, keyId: grant.keyId, error: undefined };
+    return { integration, keyId: grant.keyId, error: undefined, bySignature: false };
   }
 
   /**

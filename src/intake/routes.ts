@@ -5,14 +5,27 @@ import { Type } from 'typebox';
 import type { Scope } from '../domain/api-key.js';
 import { decodeCursor, encodeCursor } from '../domain/cursor.js';
 import { newId, newWebhookUuid } from '../domain/ids.js';
-import { isJsonContentType, parseWebhookBody, storedDocument } from '../domain/webhook-body.js';
+import {
+  isJsonContentType,
+  MAX_EVENT_LENGTH,
+  parseProviderBody,
+  parseWebhookBody,
+  providerBodyKind,
+  validEvent,
+  webhookData,
+} from '../domain/webhook-body.js';
+import type { ParsedBody } from '../sources/provider.js';
+import { providerFor } from '../sources/providers/index.js';
+import { SignatureRefused, type SourceVerifier } from '../sources/verifier.js';
 import { AppError } from '../errors.js';
 import type { AppInstance } from '../app.js';
 import {
   preciseNow,
   STATUS_OF_OUTCOME,
   type IntegrationRoute,
+  type PayloadFormat,
   type PendingLogEntry,
+  type RouteSource,
   type RequestLogEntry,
   type Store,
   type WebhookSummary,
@@ -37,6 +50,8 @@ export interface IntakeDeps {
   counters: { unknownIntegrationRequests: number };
   /** The per-address limit on failed authentications, which also says which of its refusals to log. */
   authFailures: AuthFailureLimiter;
+  /** Checks providers' signatures: the second way into an address with a provider source. */
+  sources: SourceVerifier;
 }
 
 /** Both shapes of the address, forever (contract, "Sending a webhook"). */
@@ -45,6 +60,8 @@ const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
 const MAX_USER_AGENT_LENGTH = 512;
 
 const Accepted = Type.Object({ uuid: Type.String(), received_at: Type.String() });
+/** A provider's check of the address, answered rather than stored (Slack's url_verification). */
+const Challenge = Type.Object({ challenge: Type.String() });
 const IntegrationParams = Type.Object({ integration_key: Type.String({ maxLength: 200 }) });
 const ListQuery = Type.Object({
   limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
@@ -77,10 +94,12 @@ export async function intakeRoutes(app: AppInstance, deps: IntakeDeps): Promise<
             'A repeated Idempotency-Key (or webhook-id) within 24 h answers 200 with the original uuid and Idempotent-Replayed: true; ' +
             'the same key with another body is a 422. Errors, in order: 429 for an address that sent too many missing or invalid keys ' +
             '(auth_rate_limited), 401/403 authentication, 403 disabled, 415, 413, 400, 422, 429 over the rate limit, 503. ' +
-            'An integration with a rate limit answers with RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.',
+            'An integration with a rate limit answers with RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset. ' +
+            "An integration with a provider source (github, stripe…) also takes, without X-API-Key, the provider's own body " +
+            "signed as the provider signs it: 401 Invalid signature or Signature expired when it is not (see docs/sources.md).",
           security: [{ apiKey: [] }],
           params: IntegrationParams,
-          response: { 200: Accepted, 202: Accepted },
+          response: { 200: Type.Union([Accepted, Challenge]), 202: Accepted },
         },
       },
       (request, reply) => receiveWebhook(deps, request, reply),
@@ -153,6 +172,10 @@ export interface IntakeContext {
   sizeBytes: number | undefined;
   /** The request's log row was committed with its webhook: onResponse must not add one. */
   logged: boolean;
+  /** No key was sent to an address with a provider source: its signature decides. */
+  bySignature: boolean;
+  /** Why a signature was refused, in words, for the request log. */
+  errorDetail: string | null;
 }
 
 declare module 'fastify' {
@@ -177,6 +200,7 @@ function authenticateFor(deps: IntakeDeps, scope: Scope, requireEnabled: boolean
         integrationKey: (request.params as { integration_key: string }).integration_key,
         scope,
         requireEnabled,
+        signatureAllowed: scope === 'webhooks:write',
         now: receivedAt,
         ip: request.ip,
       })
@@ -193,8 +217,15 @@ function authenticateFor(deps: IntakeDeps, scope: Scope, requireEnabled: boolean
       keyId: result.keyId,
       sizeBytes: undefined,
       logged: false,
+      bySignature: result.bySignature,
+      errorDetail: null,
     };
     if (result.error) throw result.error;
+    if (result.bySignature) {
+      // What can be refused before the body is read: a missing header, a stale timestamp.
+      refusingSignature(deps, request, () => deps.sources.checkHeaders(source(request), deps.sources.requestOf(request, receivedAt)));
+      return;
+    }
     deps.lastUsed.record({ companyId: result.integration!.companyId, keyId: result.keyId!, at: receivedAt, ip: request.ip });
   };
 }
@@ -202,20 +233,65 @@ function authenticateFor(deps: IntakeDeps, scope: Scope, requireEnabled: boolean
 /** request → body rules in the contract's order → rate limit → group commit → answer. */
 async function receiveWebhook(deps: IntakeDeps, request: FastifyRequest, reply: FastifyReply) {
   const ctx = context(request);
-  const integration = ctx.integration!;
+  if (ctx.bySignature) return receiveSigned(deps, request, reply);
   if (!isJsonContentType(request.headers['content-type'])) {
     reply.header('connection', 'close');
     throw new AppError('unsupported_media_type');
   }
-  const raw = await readBody(request.body as Readable | undefined, request.headers['content-length'], integration.bodyLimitBytes).catch(
-    (error: unknown) => {
-      reply.header('connection', 'close');
-      throw error;
-    },
-  );
-  ctx.sizeBytes = raw.length;
+  const raw = await readWithinLimit(request, reply);
   const idempotencyKey = idempotencyKeyOf(request);
   const payload = parseWebhookBody(raw);
+  return commit(deps, request, reply, { raw, event: payload.event, idempotencyKey, keyId: ctx.keyId!, format: 'envelope' });
+}
+
+/**
+ * A provider's own request to an address with a provider source, without a key: its body
+ * is read (within the integration's limit) to check the signature that covers it, then
+ * taken as the provider sends it. The signature decides before anything else is said.
+ */
+async function receiveSigned(deps: IntakeDeps, request: FastifyRequest, reply: FastifyReply) {
+  const ctx = context(request);
+  const integration = ctx.integration!;
+  const routeSource = source(request);
+  const provider = providerFor(routeSource.type);
+  const kind = providerBodyKind(request.headers['content-type']);
+  if (kind === undefined || !provider.accepts.includes(kind)) {
+    reply.header('connection', 'close');
+    throw new AppError('unsupported_media_type', `A ${routeSource.type} source takes ${provider.accepts.map(describeKind).join(' or ')} bodies.`);
+  }
+  const raw = await readWithinLimit(request, reply);
+  const signed = { ...deps.sources.requestOf(request, ctx.receivedAt), rawBody: raw };
+  // Parsed once, on demand: Twilio's signature covers the form's fields.
+  let parsed: ParsedBody | undefined;
+  const body = () => (parsed ??= parseProviderBody(raw, kind));
+  const secretId = await refusingSignatureAsync(deps, request, () => deps.sources.verify(routeSource, signed, body));
+  ctx.keyId = secretId;
+  if (!integration.enabled) throw new AppError('integration_disabled');
+  const described = provider.describe(signed, body());
+  // Already JSON: the provider's answer is sent as it made it, whatever its shape.
+  if (described.answer !== undefined) return reply.code(200).type('application/json; charset=utf-8').send(JSON.stringify(described.answer));
+  return commit(deps, request, reply, {
+    raw,
+    event: validEvent(truncateEvent(described.event ?? 'unknown')),
+    idempotencyKey: described.deliveryId === undefined ? idempotencyKeyOf(request) : checkedIdempotencyKey(described.deliveryId),
+    keyId: secretId,
+    format: kind,
+  });
+}
+
+interface Admitted {
+  raw: Buffer;
+  event: string;
+  idempotencyKey: string | null;
+  /** The API key, or the source secret, that admitted it. */
+  keyId: string;
+  format: PayloadFormat;
+}
+
+/** The rate limit, then the group commit; answers 202, or 200 for a replay. */
+async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyReply, webhook: Admitted) {
+  const ctx = context(request);
+  const integration = ctx.integration!;
   if (integration.rateLimitPerMinute !== null) {
     const waitSeconds = deps.rateLimiter.take(integration.id, integration.rateLimitPerMinute);
     // The IETF draft's headers, as /api/v1 sends them: on this answer whatever it is.
@@ -236,14 +312,15 @@ async function receiveWebhook(deps: IntakeDeps, request: FastifyRequest, reply: 
     uuid: newWebhookUuid(),
     companyId: integration.companyId,
     integrationId: integration.id,
-    keyId: ctx.keyId!,
-    event: payload.event,
+    keyId: webhook.keyId,
+    event: webhook.event,
     receivedAt: ctx.receivedAt,
-    rawBody: raw,
-    bodySha256: idempotencyKey === null ? null : createHash('sha256').update(raw).digest('hex'),
+    rawBody: webhook.raw,
+    bodySha256: webhook.idempotencyKey === null ? null : createHash('sha256').update(webhook.raw).digest('hex'),
     headers: keptHeaders(request.headers),
     sourceIp: request.ip,
-    idempotencyKey,
+    idempotencyKey: webhook.idempotencyKey,
+    payloadFormat: webhook.format,
     log: pendingLogEntry(request),
   });
   ctx.logged = true;
@@ -254,10 +331,67 @@ async function receiveWebhook(deps: IntakeDeps, request: FastifyRequest, reply: 
     .send({ uuid: outcome.uuid, received_at: new Date(outcome.receivedAt).toISOString() });
 }
 
+/** The body, within the integration's limit (413 beyond it). */
+async function readWithinLimit(request: FastifyRequest, reply: FastifyReply): Promise<Buffer> {
+  const ctx = context(request);
+  const raw = await readBody(request.body as Readable | undefined, request.headers['content-length'], ctx.integration!.bodyLimitBytes).catch(
+    (error: unknown) => {
+      reply.header('connection', 'close');
+      throw error;
+    },
+  );
+  ctx.sizeBytes = raw.length;
+  return raw;
+}
+
+function source(request: FastifyRequest): RouteSource {
+  const routeSource = context(request).integration?.source;
+  if (!routeSource) throw new Error('a signed request to an address without a provider source');
+  return routeSource;
+}
+
+/** Runs a signature check; a refusal counts against the address and keeps its reason for the log. */
+function refusingSignature(deps: IntakeDeps, request: FastifyRequest, check: () => void): void {
+  try {
+    check();
+  } catch (error) {
+    throw noteRefusal(deps, request, error);
+  }
+}
+
+async function refusingSignatureAsync<T>(deps: IntakeDeps, request: FastifyRequest, check: () => Promise<T>): Promise<T> {
+  try {
+    return await check();
+  } catch (error) {
+    throw noteRefusal(deps, request, error);
+  }
+}
+
+function noteRefusal(deps: IntakeDeps, request: FastifyRequest, error: unknown): unknown {
+  if (error instanceof SignatureRefused) {
+    context(request).errorDetail = error.refusal.reason;
+    deps.authFailures.recordFailure(request.ip);
+  }
+  return error;
+}
+
+function describeKind(kind: 'json' | 'form'): string {
+  return kind === 'json' ? 'JSON (application/json)' : 'form (application/x-www-form-urlencoded)';
+}
+
+/** A provider's event name, cut to the contract's 200 characters (code points) rather than refused. */
+function truncateEvent(event: string): string {
+  return [...event].slice(0, MAX_EVENT_LENGTH).join('');
+}
+
 function idempotencyKeyOf(request: FastifyRequest): string | null {
   const header = request.headers['idempotency-key'] ?? request.headers['webhook-id'];
   const key = Array.isArray(header) ? header[0] : header;
   if (key === undefined || key === '') return null;
+  return checkedIdempotencyKey(key);
+}
+
+function checkedIdempotencyKey(key: string): string {
   if (key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
     throw new AppError('invalid_request', `The idempotency key must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters.`);
   }
@@ -265,11 +399,10 @@ function idempotencyKeyOf(request: FastifyRequest): string | null {
 }
 
 function listItem(webhook: WebhookSummary) {
-  const document = storedDocument(webhook.rawBody);
   return {
     uuid: webhook.uuid,
     event: webhook.event,
-    data: document.data ?? {},
+    data: webhookData(webhook.rawBody, webhook.payloadFormat),
     received_at: new Date(webhook.receivedAt).toISOString(),
   };
 }
@@ -299,6 +432,7 @@ function requestLogEntry(request: FastifyRequest, status: number): RequestLogEnt
     ...row,
     status,
     errorCode: request.errorCode ?? null,
+    errorDetail: context(request).errorDetail,
     webhookUuid: null,
     durationMs: Math.round((preciseNow() - startedAt) * 1000) / 1000,
   };

@@ -10,7 +10,9 @@ import {
 } from '../domain/api-key.js';
 import { isId, newId, newIntegrationKey } from '../domain/ids.js';
 import { MIN_PASSWORD_LENGTH, hashPassword } from '../domain/password.js';
+import type { SecretBox } from '../domain/secret-box.js';
 import { AppError } from '../errors.js';
+import { prepareSecret, validSource, type SourceInput } from '../sources/settings.js';
 import {
   DEFAULT_RETENTION_DAYS,
   MAX_RETENTION_DAYS,
@@ -32,6 +34,8 @@ export interface ManagementOptions {
   environment: Environment;
   baseUrl: string;
   defaultBodyLimit: number;
+  /** Seals sources' signing secrets; without it, only `api_key` sources can be set. */
+  secrets?: SecretBox;
 }
 
 export interface NewIntegrationInput {
@@ -43,7 +47,12 @@ export interface NewIntegrationInput {
   rateLimitPerMinute?: number | null;
   /** Of its first key; all of them when absent (see validIntegrationScopes). */
   keyScopes?: readonly IntegrationScope[];
+  /** Absent: `api_key`, the key alone. */
+  source?: SourceInput;
 }
+
+/** How long a rotated source secret keeps verifying beside its successor, unless told. */
+export const DEFAULT_SECRET_OVERLAP_SECONDS = 24 * 60 * 60;
 
 const MAX_NAME_LENGTH = 200;
 const MAX_DESCRIPTION_LENGTH = 2000;
@@ -123,6 +132,8 @@ export class Management {
   async createIntegration(companyId: string, input: NewIntegrationInput) {
     await this.requireCompany(companyId);
     const now = this.now();
+    const source = validSource(input.source ?? { type: 'api_key' });
+    const secret = source.type === 'api_key' ? undefined : prepareSecret(source.type, input.source?.secret, this.box(), now);
     const integration: Integration = {
       id: newId('int'),
       companyId,
@@ -134,6 +145,7 @@ export class Management {
       rateLimitPerMinute: input.rateLimitPerMinute ?? null,
       createdAt: now,
       updatedAt: now,
+      source,
     };
     const keyScopes = validIntegrationScopes(input.keyScopes);
     const key = issueApiKey(this.options.environment);
@@ -150,9 +162,86 @@ export class Management {
         createdAt: now,
         expiresAt: null,
       },
-      this.audit('integration.create', 'integration', integration.id, { after: { ...integration, firstKeyId: keyId, firstKeyScopes: keyScopes } }),
+      this.audit('integration.create', 'integration', integration.id, {
+        after: { ...integration, firstKeyId: keyId, firstKeyScopes: keyScopes, ...(secret && { sourceSecretId: secret.row.id }) },
+      }),
+      secret?.row,
     );
-    return { integration, keyId, apiKey: key.plaintext, webhookUrl: this.webhookUrl(integration.integrationKey) };
+    return {
+      integration,
+      keyId,
+      apiKey: key.plaintext,
+      webhookUrl: this.webhookUrl(integration.integrationKey),
+      sourceSecretId: secret?.row.id,
+      sourceSecret: secret?.generated,
+    };
+  }
+
+  /**
+   * Sets how the integration's address proves its requests. A new provider type, or a
+   * secret given, replaces the secrets at once (the old provider's secrets mean nothing to
+   * the new one); the same type with new settings keeps them. `api_key` ends them all.
+   */
+  async setSource(companyId: string, integrationId: string, input: SourceInput) {
+    const before = await this.store.getIntegration(companyId, integrationId);
+    if (!before) throw notFound('integration', integrationId);
+    const now = this.now();
+    const source = validSource(input);
+    const replaced = source.type !== before.source.type || (input.secret !== undefined && input.secret !== '');
+    const secret = source.type === 'api_key' || !replaced ? undefined : prepareSecret(source.type, input.secret, this.box(), now);
+    const updated = await this.store.updateIntegration(
+      companyId,
+      integrationId,
+      { source },
+      now,
+      this.audit('integration.source', 'integration', integrationId, { ...(secret && { after: { sourceSecretId: secret.row.id } }) }),
+      source.type === 'api_key' || secret ? { add: secret?.row ?? null, othersExpireAt: now } : undefined,
+    );
+    if (!updated) throw notFound('integration', integrationId);
+    return { integration: updated.after, sourceSecretId: secret?.row.id, sourceSecret: secret?.generated };
+  }
+
+  /** A new signing secret; the others keep verifying for `overlapSeconds` (0 to 7 days), so senders can move over. */
+  async rotateSourceSecret(companyId: string, integrationId: string, secret: string | undefined, overlapSeconds = DEFAULT_SECRET_OVERLAP_SECONDS) {
+    if (!Number.isInteger(overlapSeconds) || overlapSeconds < 0 || overlapSeconds > MAX_ROTATION_GRACE_SECONDS) {
+      throw new AppError('invalid_request', `The overlap must be a whole number of seconds from 0 to ${MAX_ROTATION_GRACE_SECONDS} (7 days).`, {
+        field: 'previous_expires_in_seconds',
+      });
+    }
+    const integration = await this.store.getIntegration(companyId, integrationId);
+    if (!integration) throw notFound('integration', integrationId);
+    const type = integration.source.type;
+    if (type === 'api_key') throw new AppError('conflict', 'This integration takes its API key only: it has no signing secret to rotate.');
+    const now = this.now();
+    const prepared = prepareSecret(type, secret, this.box(), now);
+    const othersExpireAt = now + overlapSeconds * 1000;
+    const done = await this.store.rotateSourceSecret(
+      companyId,
+      integrationId,
+      { add: prepared.row, othersExpireAt },
+      this.audit('source_secret.rotate', 'integration', integrationId, {
+        after: { sourceSecretId: prepared.row.id, previousSecretsExpireAt: othersExpireAt },
+      }),
+    );
+    if (!done) throw notFound('integration', integrationId);
+    return { id: prepared.row.id, createdAt: now, secret: prepared.generated, previousSecretsExpireAt: othersExpireAt };
+  }
+
+  /** Stops one signing secret now; the source's last live secret is refused (change the source type instead). */
+  async endSourceSecret(companyId: string, integrationId: string, secretId: string): Promise<void> {
+    const now = this.now();
+    const live = await this.store.listSourceSecrets(companyId, integrationId, now);
+    if (!live.some((secret) => secret.id === secretId)) throw notFound('source secret', secretId);
+    if (live.length === 1) {
+      throw new AppError('conflict', "This is the source's only live secret: rotate to a new one first, or change the source type.");
+    }
+    const ended = await this.store.endSourceSecret(companyId, integrationId, secretId, now, this.audit('source_secret.end', 'integration', integrationId, { after: { sourceSecretId: secretId } }));
+    if (!ended) throw notFound('source secret', secretId);
+  }
+
+  private box(): SecretBox {
+    if (!this.options.secrets) throw new Error('Management needs the secrets box to set a provider source');
+    return this.options.secrets;
   }
 
   async setIntegrationEnabled(companyId: string, integrationId: string, enabled: boolean) {

@@ -23,6 +23,8 @@ import * as accounts from './queries/accounts.js';
 import * as invitations from './queries/invitations.js';
 import * as members from './queries/members.js';
 import * as sessions from './queries/sessions.js';
+import * as sources from './queries/sources.js';
+import type { NewSourceSecret, SealedValue, SourceSecretChange, SourceSecretInfo } from './store.js';
 import type { AcceptOutcome, CompanyChanges, InviteOutcome, Member, MemberChange, NewCompany, NewInvitation, NewSession } from './store.js';
 import {
   DEFAULT_RETENTION_DAYS,
@@ -196,7 +198,7 @@ export class KyselyStore implements Store {
   async findIntegrationByKey(integrationKey: string): Promise<IntegrationRoute | undefined> {
     const row = await this.db
       .selectFrom('integrations')
-      .select(['id', 'company_id', 'enabled', 'body_limit_bytes', 'rate_limit_per_minute'])
+      .select(['id', 'company_id', 'enabled', 'body_limit_bytes', 'rate_limit_per_minute', 'source_type', 'source_config'])
       .where('integration_key', '=', integrationKey)
       .where('deleted_at', 'is', null)
       .executeTakeFirst();
@@ -207,6 +209,7 @@ export class KyselyStore implements Store {
       enabled: row.enabled === 1,
       bodyLimitBytes: row.body_limit_bytes,
       rateLimitPerMinute: row.rate_limit_per_minute,
+      source: row.source_type === 'api_key' ? null : await sources.routeSource(this.db, row, Date.now()),
     };
   }
 
@@ -419,7 +422,13 @@ export class KyselyStore implements Store {
     }
   }
 
-  async createIntegration(companyId: string, integration: Integration, firstKey: NewApiKey, audit?: AuditEvent): Promise<void> {
+  async createIntegration(
+    companyId: string,
+    integration: Integration,
+    firstKey: NewApiKey,
+    audit?: AuditEvent,
+    firstSecret?: NewSourceSecret,
+  ): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
       await trx
         .insertInto('integrations')
@@ -432,12 +441,15 @@ export class KyselyStore implements Store {
           enabled: integration.enabled ? 1 : 0,
           body_limit_bytes: integration.bodyLimitBytes,
           rate_limit_per_minute: integration.rateLimitPerMinute,
+          source_type: integration.source.type,
+          source_config: JSON.stringify(integration.source.config),
           created_at: integration.createdAt,
           updated_at: integration.updatedAt,
           deleted_at: null,
         })
         .execute();
       await insertApiKey(trx, companyId, firstKey);
+      if (firstSecret) await sources.insertSecret(trx, companyId, integration.id, firstSecret);
       await insertAudit(trx, companyId, audit);
     });
   }
@@ -679,15 +691,55 @@ export class KyselyStore implements Store {
     return integrations.lastWebhookTimes(this.db, companyId, integrationIds);
   }
 
-  async updateIntegration(companyId: string, integrationId: string, changes: IntegrationChanges, at: number, audit?: AuditEvent) {
+  async updateIntegration(
+    companyId: string,
+    integrationId: string,
+    changes: IntegrationChanges,
+    at: number,
+    audit?: AuditEvent,
+    secrets?: SourceSecretChange,
+  ) {
     return this.db.transaction().execute(async (trx) => {
       const result = await integrations.updateIntegration(trx, companyId, integrationId, changes, at);
       if (!result) return undefined;
+      if (secrets) await sources.rotateSecret(trx, companyId, integrationId, secrets);
       // The key cache holds enabled and the limits: every node must reload them.
       await recordAuthChange(trx, at);
       await insertAudit(trx, companyId, audit && { ...audit, before: result.before, after: result.after });
       return result;
     });
+  }
+
+  listSourceSecrets(companyId: string, integrationId: string, now: number): Promise<SourceSecretInfo[]> {
+    return sources.listLiveSecrets(this.db, companyId, integrationId, now);
+  }
+
+  async rotateSourceSecret(companyId: string, integrationId: string, change: SourceSecretChange, audit?: AuditEvent): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      if (!(await integrations.findLiveIntegration(trx, companyId, integrationId))) return false;
+      await sources.rotateSecret(trx, companyId, integrationId, change);
+      // The key cache holds each address's secrets: every node must reload them.
+      await recordAuthChange(trx, change.othersExpireAt);
+      await insertAudit(trx, companyId, audit);
+      return true;
+    });
+  }
+
+  async endSourceSecret(companyId: string, integrationId: string, secretId: string, at: number, audit?: AuditEvent): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      if (!(await sources.endSecret(trx, companyId, integrationId, secretId, at))) return false;
+      await recordAuthChange(trx, at);
+      await insertAudit(trx, companyId, audit);
+      return true;
+    });
+  }
+
+  listSealedValues(): Promise<SealedValue[]> {
+    return sources.listSealedValues(this.db);
+  }
+
+  replaceSealedValues(values: Array<SealedValue & { resealed: string }>): Promise<number> {
+    return this.db.transaction().execute((trx) => sources.replaceSealedValues(trx, values));
   }
 
   async deleteIntegration(companyId: string, integrationId: string, at: number, audit: AuditEvent): Promise<boolean> {
@@ -924,6 +976,7 @@ function webhookRow(w: PendingWebhook) {
     source_ip: w.sourceIp,
     key_id: w.keyId,
     idempotency_key: w.idempotencyKey,
+    payload_format: w.payloadFormat ?? 'envelope',
   };
 }
 
@@ -942,6 +995,7 @@ function requestLogRow(r: RequestLogEntry) {
     size_bytes: r.sizeBytes,
     duration_ms: r.durationMs,
     webhook_uuid: r.webhookUuid,
+    error_detail: r.errorDetail ?? null,
   };
 }
 

@@ -20,6 +20,7 @@ export interface Database {
   recovery_codes: RecoveryCodesTable;
   invitations: InvitationsTable;
   password_resets: PasswordResetsTable;
+  source_secrets: SourceSecretsTable;
 }
 
 export interface CompaniesTable {
@@ -65,6 +66,10 @@ export interface IntegrationsTable {
   created_at: number;
   updated_at: number;
   deleted_at: number | null;
+  /** `api_key`, or the provider whose signature is a second way in (src/sources/provider.ts). */
+  source_type: Generated<string>;
+  /** JSON of the source's settings (never a secret): the hmac type's header and algorithm… */
+  source_config: Generated<string>;
 }
 
 export interface ApiKeysTable {
@@ -95,8 +100,11 @@ export interface WebhooksTable {
   /** JSON object of the headers kept (see intake/headers.ts). */
   headers: string;
   source_ip: string;
+  /** The API key, or the source secret (`sec_…`) whose signature admitted it. */
   key_id: string;
   idempotency_key: string | null;
+  /** `envelope` (the API key's `{event, data}`), or a provider's own `json` or `form`: where `data` comes from. */
+  payload_format: Generated<string>;
 }
 
 export interface IdempotencyKeysTable {
@@ -122,6 +130,8 @@ export interface RequestLogTable {
   size_bytes: number;
   duration_ms: number;
   webhook_uuid: string | null;
+  /** What was wrong, in words, where the error code alone does not say (a signature's refusal). */
+  error_detail: string | null;
 }
 
 /** One row per change that can make a cached key answer stale; nodes poll its max id. */
@@ -195,4 +205,16 @@ export interface PasswordResetsTable {
   created_at: number;
   expires_at: number;
   used_at: number | null;
+}
+
+/** A source's signing secrets, sealed with INTAKE_SECRETS_KEY; several live at once during a rotation. */
+export interface SourceSecretsTable {
+  id: string;
+  company_id: string;
+  integration_id: string;
+  /** The secret, sealed (src/domain/secret-box.ts): it must be read back to verify. */
+  sealed: string;
+  created_at: number;
+  /** Null: live until replaced; otherwise the end of its overlap with its successor. */
+  expires_at: number | null;
 }

@@ -1,6 +1,7 @@
 import type { Scope } from '../domain/api-key.js';
 import type { Cursor, PageCursor } from '../domain/cursor.js';
 import type { Role } from '../domain/permissions.js';
+import type { ProviderType, SourceConfig, SourceType } from '../sources/provider.js';
 
 /**
  * The storage interface. Every method that reads or changes a company's data takes the
@@ -76,7 +77,14 @@ export interface Store {
   ): Promise<boolean>;
 
   // Integrations and keys.
-  createIntegration(companyId: string, integration: Integration, firstKey: NewApiKey, audit?: AuditEvent): Promise<void>;
+  /** With a provider source, its first signing secret in the same transaction. */
+  createIntegration(
+    companyId: string,
+    integration: Integration,
+    firstKey: NewApiKey,
+    audit?: AuditEvent,
+    firstSecret?: NewSourceSecret,
+  ): Promise<void>;
   getIntegration(companyId: string, integrationId: string): Promise<Integration | undefined>;
   setIntegrationEnabled(
     companyId: string,
@@ -197,7 +205,27 @@ export interface Store {
     changes: IntegrationChanges,
     at: number,
     audit?: AuditEvent,
+    secrets?: SourceSecretChange,
   ): Promise<{ before: Integration; after: Integration } | undefined>;
+  /**
+   * The source's secrets still verifying at `now` (not their values), oldest first; empty
+   * for an integration the company does not have.
+   */
+  listSourceSecrets(companyId: string, integrationId: string, now: number): Promise<SourceSecretInfo[]>;
+  /**
+   * Adds a signing secret and ends every other live one at `change.othersExpireAt` (the
+   * overlap of a rotation); false, changing nothing, unless the integration is the company's.
+   */
+  rotateSourceSecret(companyId: string, integrationId: string, change: SourceSecretChange, audit?: AuditEvent): Promise<boolean>;
+  /** Ends one live secret at `at`; false when the integration has no such live secret. */
+  endSourceSecret(companyId: string, integrationId: string, secretId: string, at: number, audit?: AuditEvent): Promise<boolean>;
+  /**
+   * Every value sealed with INTAKE_SECRETS_KEY (two-factor secrets, source secrets), across
+   * companies: `intake secrets rotate` reseals them with the first key. Not tenant-scoped.
+   */
+  listSealedValues(): Promise<SealedValue[]>;
+  /** Replaces each value still sealed as listed (one changed meanwhile is left alone); how many were replaced. */
+  replaceSealedValues(values: Array<SealedValue & { resealed: string }>): Promise<number>;
   /** Deletes an integration: its address and keys stop working; false when there is none. */
   deleteIntegration(companyId: string, integrationId: string, at: number, audit: AuditEvent): Promise<boolean>;
 
@@ -350,12 +378,49 @@ export interface Integration {
   rateLimitPerMinute: number | null;
   createdAt: number;
   updatedAt: number;
+  source: IntegrationSource;
 }
 
 /** What an update may change in an integration. */
 export type IntegrationChanges = Partial<
-  Pick<Integration, 'name' | 'description' | 'enabled' | 'bodyLimitBytes' | 'rateLimitPerMinute'>
+  Pick<Integration, 'name' | 'description' | 'enabled' | 'bodyLimitBytes' | 'rateLimitPerMinute' | 'source'>
 >;
+
+/** How an integration proves its requests: the API key alone, or a provider's signature too. */
+export interface IntegrationSource {
+  type: SourceType;
+  /** The type's settings (empty for most types); never a secret. */
+  config: SourceConfig;
+}
+
+export interface NewSourceSecret {
+  id: string;
+  /** Sealed with INTAKE_SECRETS_KEY. */
+  sealed: string;
+  createdAt: number;
+}
+
+/** A new secret (or none), and when the ones before it stop verifying (at once: now). */
+export interface SourceSecretChange {
+  add: NewSourceSecret | null;
+  othersExpireAt: number;
+}
+
+/** A signing secret as the API shows it: never its value. */
+export interface SourceSecretInfo {
+  id: string;
+  createdAt: number;
+  /** Null: verifies until replaced. */
+  expiresAt: number | null;
+}
+
+/** A value sealed with INTAKE_SECRETS_KEY, wherever it is kept. */
+export interface SealedValue {
+  kind: 'totp_secret' | 'totp_pending_secret' | 'source_secret';
+  /** The user's or the secret's id. */
+  id: string;
+  sealed: string;
+}
 
 export interface NewApiKey {
   id: string;
@@ -414,6 +479,16 @@ export interface IntegrationRoute {
   enabled: boolean;
   bodyLimitBytes: number;
   rateLimitPerMinute: number | null;
+  /** Null for an `api_key` source: the key is the only way in. */
+  source: RouteSource | null;
+}
+
+/** A provider source as intake verifies it: its secrets still sealed (opened per request). */
+export interface RouteSource {
+  type: ProviderType;
+  config: SourceConfig;
+  /** Live when found; each checked against `expiresAt` again when used, as the cache keeps them a while. */
+  secrets: Array<{ id: string; sealed: string; expiresAt: number | null }>;
 }
 
 export interface KeyUsage {
@@ -437,6 +512,8 @@ export interface PendingWebhook {
   headers: string;
   sourceIp: string;
   idempotencyKey: string | null;
+  /** Where the webhook's `data` comes from (see PayloadFormat); absent: `envelope`. */
+  payloadFormat?: PayloadFormat;
   /** This request's request-log row, but for what the transaction decides (see requestLogOf). */
   log: PendingLogEntry;
 }
@@ -450,7 +527,7 @@ export type CommitOutcome =
  * A webhook's request-log row before its transaction runs. Plain data, not a callback, so a
  * batch can be handed to another thread (the SQLite commit thread) as it is.
  */
-export type PendingLogEntry = Omit<RequestLogEntry, 'status' | 'errorCode' | 'webhookUuid' | 'durationMs'> & {
+export type PendingLogEntry = Omit<RequestLogEntry, 'status' | 'errorCode' | 'webhookUuid' | 'durationMs' | 'errorDetail'> & {
   /** When the request arrived, in ms since the epoch (fractional): its duration runs to the commit. */
   startedAt: number;
 };
@@ -481,6 +558,12 @@ export function preciseNow(): number {
 /** Repeats of an idempotency key older than this are new webhooks. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 
+/**
+ * The shape of a stored body: the API key's `{event, data}` envelope (`data` is its field),
+ * or a provider's own JSON value or form (`data` is the whole body, a form as an object).
+ */
+export type PayloadFormat = 'envelope' | 'json' | 'form';
+
 export interface RequestLogEntry {
   id: string;
   companyId: string;
@@ -495,6 +578,8 @@ export interface RequestLogEntry {
   sizeBytes: number;
   durationMs: number;
   webhookUuid: string | null;
+  /** What was wrong, in words, where the code alone does not say (why a signature was refused); absent: nothing more. */
+  errorDetail?: string | null;
 }
 
 export interface PurgeReport {
@@ -525,6 +610,7 @@ export interface WebhookSummary {
   event: string;
   receivedAt: number;
   rawBody: Buffer;
+  payloadFormat: PayloadFormat;
 }
 
 export interface StoredWebhook extends WebhookSummary {

@@ -60,6 +60,12 @@ const NEEDS: Record<string, Need> = {
   'GET /api/v1/company': 'integrations:read',
   'PATCH /api/v1/company': 'company:manage',
   'GET /api/v1/audit-log': 'logs:read',
+  'GET /api/v1/sources': 'integrations:read',
+  'PUT /api/v1/integrations/:integration_id/source': 'integrations:manage',
+  'GET /api/v1/integrations/:integration_id/source-secrets': 'integrations:read',
+  'POST /api/v1/integrations/:integration_id/source-secrets': 'integrations:manage',
+  'DELETE /api/v1/integrations/:integration_id/source-secrets/:secret_id': 'integrations:manage',
+  'POST /api/v1/integrations/:integration_id/source-test': 'integrations:manage',
 };
 
 /** Routes reachable without credentials: no caller is tried on them (what they check is in their body). */
@@ -95,6 +101,7 @@ const PARAMS: Record<string, (a: CompanyA, url: string) => string> = {
   uuid: (a) => a.webhookUuid,
   invitation_id: (a) => a.invitationId,
   integration_key: (a) => a.integration.integrationKey,
+  secret_id: (a) => a.spareSourceSecretId,
 };
 
 /**
@@ -110,6 +117,8 @@ const BODIES: Record<string, (world: IsolationWorld) => object> = {
   'POST /api/v1/invitations': (world) => ({ email: world.outsider.email, role: 'viewer' }),
   'PATCH /api/v1/members/:user_id': () => ({ role: 'admin' }),
   'PATCH /api/v1/company': () => ({ retention_days: 45 }),
+  'PUT /api/v1/integrations/:integration_id/source': () => ({ type: 'github' }),
+  'POST /api/v1/integrations/:integration_id/source-secrets': () => ({ previous_expires_in_seconds: 3600 }),
   'POST /api/webhooks/:integration_key': () => ({ event: 'isolation.probe', data: {} }),
   'POST /api/webhook/:integration_key': () => ({ event: 'isolation.probe', data: {} }),
 };

@@ -44,6 +44,8 @@ export interface CompanyA {
   /** A member no caller stands for, to change and remove. */
   spareMember: Person;
   integration: IntegrationOfA;
+  /** A second signing secret of `integration`'s github source, to stop. */
+  spareSourceSecretId: string;
   /** A second key of `integration`, to revoke and to ask the callers of. */
   spareKey: Key;
   /** Another integration of A: its key must not reach `integration`'s address either. */
@@ -81,8 +83,8 @@ export async function isolationWorld(t: TestApp): Promise<IsolationWorld> {
   const management = t.management;
 
   const aId = (await management.createCompany(`Alpha ${token()}`)).id;
-  const integrationOf = async (companyId: string, name: string): Promise<IntegrationOfA> => {
-    const created = await management.createIntegration(companyId, { name });
+  const integrationOf = async (companyId: string, name: string, source?: { type: string }): Promise<IntegrationOfA> => {
+    const created = await management.createIntegration(companyId, { name, source });
     const { id: integrationId, integrationKey } = created.integration;
     return { integrationId, integrationKey, id: created.keyId, apiKey: created.apiKey };
   };
@@ -95,7 +97,9 @@ export async function isolationWorld(t: TestApp): Promise<IsolationWorld> {
     return { userId, email };
   };
 
-  const integration = await integrationOf(aId, `alpha integration ${token()}`);
+  // A github source: its signing secrets are A's data too (its key still sends below).
+  const integration = await integrationOf(aId, `alpha integration ${token()}`, { type: 'github' });
+  const spareSourceSecret = await management.rotateSourceSecret(aId, integration.integrationId, undefined, 3600);
   const spareKey = await management.createIntegrationKey(aId, integration.integrationId, { name: `alpha spare ${token()}` });
   const payloadMarker = `alpha payload ${token()}`;
   const sent = await sendWebhook(t.app, integration.integrationKey, {
@@ -111,6 +115,7 @@ export async function isolationWorld(t: TestApp): Promise<IsolationWorld> {
     spareMember: await personOf(aId, 'viewer'),
     integration,
     spareKey: { id: spareKey.id, apiKey: spareKey.apiKey },
+    spareSourceSecretId: spareSourceSecret.id,
     other: await integrationOf(aId, `alpha other ${token()}`),
     logsKey: await managementKeyOf(aId, ['logs:read']),
     manageKey: await managementKeyOf(aId, ['integrations:manage']),

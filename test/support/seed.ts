@@ -24,6 +24,7 @@ export async function seedKey(store: Store) {
       rateLimitPerMinute: null,
       createdAt: now,
       updatedAt: now,
+      source: { type: 'api_key', config: {} },
     },
     { id: keyId, integrationId, scopes: [...INTEGRATION_SCOPES], prefix: key.prefix, hash: key.hash, createdAt: now, expiresAt: null },
   );

@@ -37,6 +37,7 @@ export async function createIntegration(store: Store, companyId: string, created
       rateLimitPerMinute: null,
       createdAt,
       updatedAt: createdAt,
+      source: { type: 'api_key', config: {} },
     },
     {
       id: keyId,

@@ -4,6 +4,7 @@ import * as logOrderAndClaimAge from './0002-log-order-and-claim-age.js';
 import * as management from './0003-management.js';
 import * as companyLogIndexes from './0004-company-log-indexes.js';
 import * as accounts from './0005-accounts.js';
+import * as sources from './0006-sources.js';
 
 /**
  * What differs between dialects in a table definition (and in the one query that needs
@@ -56,6 +57,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0003-management': management,
   '0004-company-log-indexes': companyLogIndexes,
   '0005-accounts': accounts,
+  '0006-sources': sources,
 };
 
 /** Every migration's name, in order: what a new database gets. */

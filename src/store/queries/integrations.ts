@@ -1,6 +1,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { PageCursor } from '../../domain/cursor.js';
 import type { Database, IntegrationsTable } from '../schema.js';
+import type { SourceConfig, SourceType } from '../../sources/provider.js';
 import type { Integration, IntegrationChanges } from '../store.js';
 
 export function integrationOfRow(row: Selectable<IntegrationsTable>): Integration {
@@ -15,6 +16,7 @@ export function integrationOfRow(row: Selectable<IntegrationsTable>): Integratio
     rateLimitPerMinute: row.rate_limit_per_minute,
     createdAt: Number(row.created_at),
     updatedAt: Number(row.updated_at),
+    source: { type: row.source_type as SourceType, config: JSON.parse(row.source_config) as SourceConfig },
   };
 }
 
@@ -96,6 +98,8 @@ export async function updateIntegration(
       enabled: after.enabled ? 1 : 0,
       body_limit_bytes: after.bodyLimitBytes,
       rate_limit_per_minute: after.rateLimitPerMinute,
+      source_type: after.source.type,
+      source_config: JSON.stringify(after.source.config),
       updated_at: at,
     })
     .where('company_id', '=', companyId)

@@ -84,5 +84,6 @@ export function requestLogOfRow(r: Selectable<RequestLogTable>): RequestLogEntry
     sizeBytes: r.size_bytes,
     durationMs: r.duration_ms,
     webhookUuid: r.webhook_uuid,
+    errorDetail: r.error_detail,
   };
 }

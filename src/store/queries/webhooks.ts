@@ -6,6 +6,7 @@ import {
   SEARCH_SCAN_BYTES,
   SEARCH_SCAN_ROWS,
   WEBHOOK_PAGE_BYTES,
+  type PayloadFormat,
   type StoredWebhook,
   type WebhookHead,
   type WebhookHeadQuery,
@@ -22,7 +23,7 @@ import {
  */
 
 /** What a list shows of a webhook: no headers, no source IP. */
-export const SUMMARY_COLUMNS = ['uuid', 'integration_id', 'event', 'received_at', 'raw_body'] as const;
+export const SUMMARY_COLUMNS = ['uuid', 'integration_id', 'event', 'received_at', 'raw_body', 'payload_format'] as const;
 /** What a read of a whole webhook returns (everything but the tenant and idempotency columns). */
 export const WEBHOOK_COLUMNS = [...SUMMARY_COLUMNS, 'headers', 'source_ip'] as const;
 
@@ -200,6 +201,7 @@ export function summaryOfRow(row: Pick<Selectable<WebhooksTable>, (typeof SUMMAR
     event: row.event,
     receivedAt: Number(row.received_at),
     rawBody: Buffer.from(row.raw_body),
+    payloadFormat: row.payload_format as PayloadFormat,
   };
 }
 

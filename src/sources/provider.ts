@@ -1,0 +1,146 @@
+import type { IncomingHttpHeaders } from 'node:http';
+
+/**
+ * Sources: the ways a request to an integration's address may prove who sent it, besides
+ * the integration's API key. Each provider type verifies a request exactly as its provider
+ * documents, over the raw bytes received; this file is the shape every provider module in
+ * ./providers/ fills, and the intake route (src/intake/routes.ts) the only caller.
+ */
+
+export const SOURCE_TYPES = [
+  'api_key',
+  'github',
+  'gitlab',
+  'stripe',
+  'shopify',
+  'slack',
+  'standard_webhooks',
+  'twilio',
+  'hmac',
+  'basic',
+  'query_token',
+] as const;
+export type SourceType = (typeof SOURCE_TYPES)[number];
+export type ProviderType = Exclude<SourceType, 'api_key'>;
+
+/** The generic `hmac` type's settings (the only type with more than a secret to set). */
+export interface HmacConfig {
+  /** The header carrying the signature, e.g. `X-Signature`. */
+  header: string;
+  algorithm: 'sha1' | 'sha256' | 'sha512';
+  encoding: 'hex' | 'base64';
+  /** Text before the signature in the header, e.g. `sha256=`; '' for none. */
+  prefix: string;
+  /** A header carrying a Unix timestamp (seconds) that is part of what is signed; null for none. */
+  timestampHeader: string | null;
+  /** How old (or how far ahead) the timestamp may be, in seconds. */
+  toleranceSeconds: number;
+  /** What is signed: `{body}`, or with a timestamp header for example `{timestamp}.{body}`. */
+  signedPayload: string;
+}
+
+/** `basic`'s user name and `query_token`'s parameter name; every other type has no settings. */
+export interface SourceConfig {
+  hmac?: HmacConfig;
+  /** `basic`: the user name the sender must give (the password is the secret). */
+  username?: string;
+  /** `query_token`: the query parameter carrying the token. */
+  parameter?: string;
+}
+
+/** One signing secret of a source, opened (plain text); live secrets only reach a provider. */
+export interface SourceSecret {
+  id: string;
+  value: string;
+}
+
+/** A request to an integration's address, as a provider sees it. */
+export interface SignedRequest {
+  /** Lower-cased header names, as Node gives them. */
+  headers: IncomingHttpHeaders;
+  /** The body exactly as received. */
+  rawBody: Buffer;
+  /**
+   * The address the sender used: INTAKE_BASE_URL followed by the request's path and query
+   * as received (Twilio signs it).
+   */
+  publicUrl: string;
+  /** The query's parameters, decoded. */
+  query: URLSearchParams;
+  /** Milliseconds since the epoch. */
+  now: number;
+}
+
+/** The request's body once verified, parsed as its Content-Type says. */
+export type ParsedBody =
+  | { kind: 'json'; value: unknown }
+  /** A form (`application/x-www-form-urlencoded`): its fields in order, as sent. */
+  | { kind: 'form'; fields: Array<[string, string]> };
+
+/** Why a request is refused, in the words a person setting up the provider needs. */
+export interface Refusal {
+  /** `invalid_signature` (401 "Invalid signature") or `signature_expired` (401 "Signature expired"). */
+  code: 'invalid_signature' | 'signature_expired';
+  /**
+   * What was wrong, in words, e.g. "signature does not match the secret",
+   * "X-Hub-Signature-256 header is missing", "timestamp 7 minutes old". Never holds a secret
+   * or the signature sent. At most 200 characters.
+   */
+  reason: string;
+}
+
+export type Verdict = { ok: true; secretId: string } | { ok: false; refusal: Refusal };
+
+/** What a verified request says of itself. */
+export interface Described {
+  /** The event name by the provider's rule; undefined when the request does not carry one. */
+  event: string | undefined;
+  /** The provider's delivery id (its retries repeat it), for idempotency; undefined when none. */
+  deliveryId: string | undefined;
+  /**
+   * A request the provider expects answered rather than stored (Slack's url_verification):
+   * the JSON body of a 200 answer. Undefined for every ordinary webhook.
+   */
+  answer?: unknown;
+}
+
+/** A request signed as the provider would sign it: the panel's "send a test". */
+export interface SampleRequest {
+  /** Path suffix to the integration's address: '' or a query string such as `?token=…`. */
+  query: string;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+export interface Provider {
+  type: ProviderType;
+  /** The header a sender must set (named in the 401's message), e.g. `X-Hub-Signature-256`. */
+  signatureHeader(config: SourceConfig): string;
+  /** The Content-Types this provider sends (a request with another gets 415). */
+  accepts: ReadonlyArray<'json' | 'form'>;
+  /**
+   * Whether intake may generate the secret (the sender takes ours: GitHub, GitLab, hmac,
+   * basic, query_token, standard_webhooks) or the provider issues it and the user pastes it
+   * (Stripe, Shopify, Slack, Twilio).
+   */
+  generatesSecret: boolean;
+  /** A new secret in the provider's format, when generatesSecret. */
+  newSecret(): string;
+  /** Undefined when `secret` has the provider's format; otherwise a sentence saying what is wrong (never repeating it). */
+  checkSecret(secret: string): string | undefined;
+  /**
+   * What can be refused before the body is read: the signature header missing, a timestamp
+   * outside the provider's window. Undefined when the request may go on.
+   */
+  checkHeaders(request: Omit<SignedRequest, 'rawBody'>, config: SourceConfig): Refusal | undefined;
+  /**
+   * Verifies the request against each live secret (constant-time comparisons), accepting
+   * several signatures where the provider sends several. `body` parses the raw body on
+   * demand (Twilio signs form fields).
+   */
+  verify(request: SignedRequest, secrets: readonly SourceSecret[], config: SourceConfig, body: () => ParsedBody): Promise<Verdict> | Verdict;
+  /** The event name, delivery id and any immediate answer of a verified request. */
+  describe(request: SignedRequest, body: ParsedBody): Described;
+  /** A sample event signed with `secret` as the provider would send it to `publicUrl`. */
+  sample(secret: string, config: SourceConfig, publicUrl: string, now: number): SampleRequest;
+}

@@ -1,0 +1,339 @@
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { sign as signGitHub } from '@octokit/webhooks-methods';
+import { Webhook } from 'standardwebhooks';
+import Stripe from 'stripe';
+import twilio from 'twilio';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { buildTestApp, sendWebhook, waitFor, type TestApp, type TestTenant } from '../helpers.js';
+import { member } from '../support/api.js';
+
+/**
+ * Sources through the whole service (route, verification, group commit, reads), with
+ * requests signed by the providers' own code: a webhook signed as the provider signs it is
+ * stored byte for byte; anything else is refused in the contract's words and logged with
+ * its reason in the request log.
+ */
+
+const BASE_URL = 'https://hooks.example.com';
+let t: TestApp;
+beforeAll(async () => {
+  t = await buildTestApp({ INTAKE_BASE_URL: BASE_URL });
+});
+afterAll(() => t.close());
+
+const stripe = new Stripe('sk_test_unused');
+
+async function github(tenant: TestTenant, body: string, headers: Record<string, string> = {}) {
+  return sendWebhook(t.app, tenant.integrationKey, {
+    body,
+    headers: {
+      'x-github-event': 'issues',
+      'x-github-delivery': randomUUID(),
+      'x-hub-signature-256': await signGitHub(tenant.sourceSecret!, body),
+      ...headers,
+    },
+  });
+}
+
+function stripeHeaders(secret: string, body: string, timestamp = Math.floor(Date.now() / 1000)) {
+  return { 'stripe-signature': stripe.webhooks.generateTestHeaderString({ payload: body, secret, timestamp }) };
+}
+
+async function requestLog(tenant: TestTenant) {
+  return t.store.listRequestLog(tenant.companyId, tenant.integrationId, 50);
+}
+
+async function storedWebhook(tenant: TestTenant, uuid: string) {
+  const response = await t.app.inject({
+    method: 'GET',
+    url: `/api/webhooks/${tenant.integrationKey}/${uuid}`,
+    headers: { 'x-api-key': tenant.apiKey },
+  });
+  expect(response.statusCode).toBe(200);
+  return response.json() as { event: string; data: unknown; raw_body: string };
+}
+
+describe('github', () => {
+  let tenant: TestTenant;
+  beforeAll(async () => {
+    tenant = await t.newTenant({ source: { type: 'github' } });
+  });
+
+  test('intake generates the secret, and a body GitHub signed is stored byte for byte with its event', async () => {
+    expect(tenant.sourceSecret).toMatch(/^.{32,}$/);
+    const body = JSON.stringify({ action: 'opened', issue: { number: 7, title: 'naïve ✓' } }, null, 2);
+    const response = await github(tenant, body);
+    expect(response.statusCode).toBe(202);
+    const { uuid } = response.json() as { uuid: string };
+    const stored = await storedWebhook(tenant, uuid);
+    expect(stored.raw_body).toBe(body);
+    expect(stored.event).toBe('issues.opened');
+    expect(stored.data).toEqual(JSON.parse(body));
+    const logged = await waitFor(async () => (await requestLog(tenant)).find((row) => row.webhookUuid === uuid), 'the log row');
+    expect(logged.keyId).toBe(tenant.sourceSecretId);
+  });
+
+  test("GitHub's redelivery of the same delivery is a replay, not a second webhook", async () => {
+    const body = JSON.stringify({ zen: 'Keep it logically awesome.', hook_id: 1 });
+    const delivery = randomUUID();
+    const first = await github(tenant, body, { 'x-github-event': 'ping', 'x-github-delivery': delivery });
+    const again = await github(tenant, body, { 'x-github-event': 'ping', 'x-github-delivery': delivery });
+    expect(first.statusCode).toBe(202);
+    expect(again.statusCode).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.json()).toEqual(first.json());
+  });
+
+  test('a flipped byte, a wrong secret and a missing header are refused in the contract words, and logged with the reason', async () => {
+    const body = '{"action":"closed","number":1}';
+    const signature = await signGitHub(tenant.sourceSecret!, body);
+    const flipped = await sendWebhook(t.app, tenant.integrationKey, {
+      body: body.replace('closed', 'clised'),
+      headers: { 'x-github-event': 'issues', 'x-hub-signature-256': signature },
+    });
+    const wrongSecret = await sendWebhook(t.app, tenant.integrationKey, {
+      body,
+      headers: { 'x-github-event': 'issues', 'x-hub-signature-256': await signGitHub('not the secret', body) },
+    });
+    const missing = await sendWebhook(t.app, tenant.integrationKey, { body, headers: { 'x-github-event': 'issues' } });
+    for (const response of [flipped, wrongSecret, missing]) {
+      expect(response.statusCode).toBe(401);
+      expect(response.json()).toMatchObject({ error: 'Invalid signature', code: 'invalid_signature' });
+      expect((response.json() as { message: string }).message).toContain('X-Hub-Signature-256');
+    }
+    expect((missing.json() as { message: string }).message).toMatch(/missing/i);
+    const refused = await waitFor(async () => {
+      const rows = (await requestLog(tenant)).filter((row) => row.errorCode === 'invalid_signature');
+      return rows.length >= 3 ? rows : undefined;
+    }, 'three refusals in the log');
+    expect(refused.map((row) => row.errorDetail)).toEqual(expect.arrayContaining([expect.stringMatching(/does not match/), expect.stringMatching(/missing/)]));
+    expect(refused.every((row) => row.keyId === null && row.status === 401)).toBe(true);
+  });
+
+  test('the API key still works on a provider source, with the envelope rules; a bad key is still the contract 401', async () => {
+    const accepted = await sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey });
+    expect(accepted.statusCode).toBe(202);
+    const stored = await storedWebhook(tenant, (accepted.json() as { uuid: string }).uuid);
+    expect(stored).toMatchObject({ event: 'test.event', data: { n: 1 } });
+    const badKey = await sendWebhook(t.app, tenant.integrationKey, { apiKey: 'whk_dev_nope' });
+    expect(badKey.json()).toMatchObject({ error: 'Invalid API key' });
+  });
+
+  test('a disabled integration refuses a well-signed webhook with 403, a badly signed one with 401', async () => {
+    const other = await t.newTenant({ source: { type: 'github' } });
+    await t.management.setIntegrationEnabled(other.companyId, other.integrationId, false);
+    await waitFor(async () => {
+      const response = await github(other, '{"action":"x"}');
+      return response.statusCode === 403 ? response : undefined;
+    }, 'the disable to reach the key cache');
+    const bad = await sendWebhook(t.app, other.integrationKey, { body: '{}', headers: { 'x-hub-signature-256': 'sha256=00' } });
+    expect(bad.statusCode).toBe(401);
+  });
+});
+
+describe('stripe', () => {
+  const secret = `whsec_${randomBytes(24).toString('hex')}`;
+  let tenant: TestTenant;
+  beforeAll(async () => {
+    tenant = await t.newTenant({ source: { type: 'stripe', secret } });
+  });
+
+  test('a secret must be pasted: Stripe issues it', async () => {
+    const company = (await t.management.createCompany('Pasteless')).id;
+    await expect(t.management.createIntegration(company, { name: 'x', source: { type: 'stripe' } })).rejects.toMatchObject({
+      code: 'invalid_request',
+    });
+  });
+
+  test("Stripe's own test header is accepted; event from type, delivery from id; a retry is a replay", async () => {
+    const body = JSON.stringify({ id: `evt_${randomUUID()}`, object: 'event', type: 'payment_intent.succeeded', data: { object: { amount: 2000 } } });
+    const first = await sendWebhook(t.app, tenant.integrationKey, { body, headers: stripeHeaders(secret, body) });
+    expect(first.statusCode).toBe(202);
+    const stored = await storedWebhook(tenant, (first.json() as { uuid: string }).uuid);
+    expect(stored.event).toBe('payment_intent.succeeded');
+    expect(stored.raw_body).toBe(body);
+    // Stripe signs each retry anew, with a new timestamp: the event id makes it the same delivery.
+    const retry = await sendWebhook(t.app, tenant.integrationKey, { body, headers: stripeHeaders(secret, body, Math.floor(Date.now() / 1000) - 5) });
+    expect(retry.statusCode).toBe(200);
+  });
+
+  test('a timestamp outside 300 s is Signature expired, refused before the body is judged', async () => {
+    const body = JSON.stringify({ id: 'evt_old', type: 'charge.failed' });
+    const old = await sendWebhook(t.app, tenant.integrationKey, { body, headers: stripeHeaders(secret, body, Math.floor(Date.now() / 1000) - 420) });
+    expect(old.statusCode).toBe(401);
+    expect(old.json()).toMatchObject({ error: 'Signature expired', code: 'signature_expired' });
+    const logged = await waitFor(async () => (await requestLog(tenant)).find((row) => row.errorCode === 'signature_expired'), 'the refusal');
+    expect(logged.errorDetail).toMatch(/7 minutes old/);
+  });
+
+  test('rotation: old and new both verify during the overlap; stopping the old one refuses it', async () => {
+    const rotated = `whsec_${randomBytes(24).toString('hex')}`;
+    const result = await t.management.rotateSourceSecret(tenant.companyId, tenant.integrationId, rotated, 3600);
+    expect(result.secret).toBeUndefined();
+    const send = (key: string) => {
+      const body = JSON.stringify({ id: `evt_${randomUUID()}`, type: 'invoice.paid' });
+      return sendWebhook(t.app, tenant.integrationKey, { body, headers: stripeHeaders(key, body) });
+    };
+    await waitFor(async () => ((await send(rotated)).statusCode === 202 ? true : undefined), 'the new secret to verify');
+    expect((await send(secret)).statusCode).toBe(202);
+    const secrets = await t.store.listSourceSecrets(tenant.companyId, tenant.integrationId, Date.now());
+    expect(secrets).toHaveLength(2);
+    await t.management.endSourceSecret(tenant.companyId, tenant.integrationId, tenant.sourceSecretId!);
+    await waitFor(async () => ((await send(secret)).statusCode === 401 ? true : undefined), 'the old secret to stop');
+    expect((await send(rotated)).statusCode).toBe(202);
+    await expect(t.management.endSourceSecret(tenant.companyId, tenant.integrationId, result.id)).rejects.toMatchObject({ code: 'conflict' });
+  });
+});
+
+test('slack: the url_verification challenge is answered, not stored', async () => {
+  const secret = randomBytes(16).toString('hex');
+  const tenant = await t.newTenant({ source: { type: 'slack', secret } });
+  const body = JSON.stringify({ token: 'x', challenge: 'chal-123', type: 'url_verification' });
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const signature = `v0=${createHmac('sha256', secret).update(`v0:${timestamp}:${body}`).digest('hex')}`;
+  const response = await sendWebhook(t.app, tenant.integrationKey, {
+    body,
+    headers: { 'x-slack-request-timestamp': timestamp, 'x-slack-signature': signature },
+  });
+  expect(response.statusCode).toBe(200);
+  expect(response.json()).toEqual({ challenge: 'chal-123' });
+  const webhooks = await t.store.listCompanyWebhooks(tenant.companyId, { limit: 10 });
+  expect(webhooks.webhooks).toHaveLength(0);
+});
+
+test('twilio: a form signed over the public address is stored as sent, data the form as an object', async () => {
+  const token = randomBytes(16).toString('hex');
+  const tenant = await t.newTenant({ source: { type: 'twilio', secret: token } });
+  const fields = { MessageSid: 'SM123', MessageStatus: 'delivered', To: '+15551234567', Body: 'héllo & bye' };
+  const body = new URLSearchParams(fields).toString();
+  const url = `${BASE_URL}/api/webhooks/${tenant.integrationKey}`;
+  const response = await sendWebhook(t.app, tenant.integrationKey, {
+    body,
+    contentType: 'application/x-www-form-urlencoded',
+    headers: { 'x-twilio-signature': twilio.getExpectedTwilioSignature(token, url, fields) },
+  });
+  expect(response.statusCode).toBe(202);
+  const stored = await storedWebhook(tenant, (response.json() as { uuid: string }).uuid);
+  expect(stored.raw_body).toBe(body);
+  expect(stored.data).toEqual(fields);
+  expect(stored.event).toBe('message.delivered');
+  const json = await sendWebhook(t.app, tenant.integrationKey, { body: JSON.stringify(fields), headers: { 'x-twilio-signature': 'nope' } });
+  expect(json.statusCode).toBe(401);
+});
+
+test('standard webhooks: signed by the standardwebhooks library; webhook-id is the delivery', async () => {
+  const tenant = await t.newTenant({ source: { type: 'standard_webhooks' } });
+  expect(tenant.sourceSecret).toMatch(/^whsec_/);
+  const body = JSON.stringify({ type: 'user.created', data: { id: 1 } });
+  const id = `msg_${randomUUID()}`;
+  const at = new Date();
+  const signature = new Webhook(tenant.sourceSecret!).sign(id, at, body);
+  const headers = { 'webhook-id': id, 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': signature };
+  const first = await sendWebhook(t.app, tenant.integrationKey, { body, headers });
+  expect(first.statusCode).toBe(202);
+  expect((await storedWebhook(tenant, (first.json() as { uuid: string }).uuid)).event).toBe('user.created');
+  expect((await sendWebhook(t.app, tenant.integrationKey, { body, headers })).statusCode).toBe(200);
+});
+
+test('a provider source refuses a Content-Type its provider does not send with 415', async () => {
+  const tenant = await t.newTenant({ source: { type: 'github' } });
+  const response = await sendWebhook(t.app, tenant.integrationKey, {
+    body: 'hello',
+    contentType: 'text/plain',
+    headers: { 'x-hub-signature-256': await signGitHub(tenant.sourceSecret!, 'hello') },
+  });
+  expect(response.statusCode).toBe(415);
+});
+
+test('refused signatures count against the address like refused keys', async () => {
+  const limited = await buildTestApp({ INTAKE_AUTH_FAILURE_LIMIT: '3' });
+  try {
+    const tenant = await limited.newTenant({ source: { type: 'github' } });
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const response = await sendWebhook(limited.app, tenant.integrationKey, { body: '{}', headers: { 'x-hub-signature-256': 'sha256=00' } });
+      statuses.push(response.statusCode);
+    }
+    expect(statuses.slice(0, 3)).toEqual([401, 401, 401]);
+    expect(statuses.slice(3)).toEqual([429, 429]);
+  } finally {
+    await limited.close();
+  }
+});
+
+describe('the management API', () => {
+  test('creates, shows, changes and tests a source without ever showing a secret again', async () => {
+    const company = (await t.management.createCompany('Sources API')).id;
+    const headers = (await member(t, company, 'owner')).change;
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/integrations',
+      headers,
+      payload: { name: 'GitHub', source: { type: 'github' } },
+    });
+    expect(created.statusCode).toBe(201);
+    const answer = created.json() as { integration: { id: string; source: unknown }; source_secret: string; source_secret_id: string };
+    expect(answer.integration.source).toEqual({ type: 'github', config: {}, signature_header: 'X-Hub-Signature-256' });
+    expect(answer.source_secret).toBeTruthy();
+    const id = answer.integration.id;
+
+    const test1 = await t.app.inject({ method: 'POST', url: `/api/v1/integrations/${id}/source-test`, headers });
+    expect(test1.json()).toMatchObject({ status: 202, answer: { uuid: expect.any(String) } });
+
+    const read = await t.app.inject({ method: 'GET', url: `/api/v1/integrations/${id}`, headers });
+    const secrets = await t.app.inject({ method: 'GET', url: `/api/v1/integrations/${id}/source-secrets`, headers });
+    expect(secrets.json()).toEqual({ data: [{ id: answer.source_secret_id, created_at: expect.any(String), expires_at: null }] });
+    for (const response of [read, secrets]) expect(response.body).not.toContain(answer.source_secret);
+
+    const changed = await t.app.inject({
+      method: 'PUT',
+      url: `/api/v1/integrations/${id}/source`,
+      headers,
+      payload: { type: 'hmac', config: { header: 'X-Signature', prefix: 'sha256=' } },
+    });
+    expect(changed.statusCode).toBe(200);
+    expect(changed.json()).toMatchObject({
+      integration: { source: { type: 'hmac', config: { header: 'X-Signature', prefix: 'sha256=', algorithm: 'sha256' } } },
+      source_secret: expect.any(String),
+    });
+    const test2 = await t.app.inject({ method: 'POST', url: `/api/v1/integrations/${id}/source-test`, headers });
+    expect(test2.json()).toMatchObject({ status: 202 });
+    const audit = await t.app.inject({ method: 'GET', url: '/api/v1/audit-log', headers });
+    expect(audit.body).toContain('integration.source');
+    expect(audit.body).not.toContain(answer.source_secret);
+    expect(audit.body).not.toContain((changed.json() as { source_secret: string }).source_secret);
+  });
+
+  test('refuses an unknown type and a bad hmac setting, naming the field', async () => {
+    const company = (await t.management.createCompany('Sources API')).id;
+    const headers = (await member(t, company, 'owner')).change;
+    const unknown = await t.app.inject({ method: 'POST', url: '/api/v1/integrations', headers, payload: { name: 'x', source: { type: 'paypal' } } });
+    expect(unknown.statusCode).toBe(400);
+    const badHeader = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/integrations',
+      headers,
+      payload: { name: 'x', source: { type: 'hmac', config: { header: 'bad header:' } } },
+    });
+    expect(badHeader.statusCode).toBe(400);
+    expect(badHeader.json()).toMatchObject({ field: 'source_config' });
+  });
+});
+
+test('secrets are absent in plain text from the database files and the WAL', async (context) => {
+  if (t.store.dialect !== 'sqlite') context.skip();
+  const secret = `whsec_${randomBytes(24).toString('hex')}`;
+  const tenant = await t.newTenant({ source: { type: 'stripe', secret } });
+  const body = JSON.stringify({ id: 'evt_plain', type: 'x' });
+  expect((await sendWebhook(t.app, tenant.integrationKey, { body, headers: stripeHeaders(secret, body) })).statusCode).toBe(202);
+  const directory = dirname(t.database.databaseUrl.slice('sqlite:'.length));
+  const files = readdirSync(directory).filter((name) => name.includes('.db'));
+  expect(files.length).toBeGreaterThan(0);
+  for (const name of files) {
+    const bytes = readFileSync(join(directory, name));
+    expect(bytes.includes(Buffer.from(secret)), name).toBe(false);
+    expect(bytes.includes(Buffer.from(secret.slice(6))), name).toBe(false);
+  }
+});
