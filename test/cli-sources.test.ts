@@ -1,0 +1,53 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, expect, test } from 'vitest';
+import { newSecretsKey, parseSecretsKeys, SecretBox } from '../src/domain/secret-box.js';
+import { openStore } from '../src/store/open-store.js';
+import { runCli, runCliJson, TEST_SECRETS_KEY } from './support/processes.js';
+
+/**
+ * Sources from the command line, on a SQLite file: an integration made with a provider
+ * source, its source changed, and `intake secrets rotate` resealing every secret with the
+ * first of INTAKE_SECRETS_KEY's keys, after which the old key can go.
+ */
+
+const dir = mkdtempSync(join(tmpdir(), 'intake-cli-sources-'));
+const databaseUrl = `sqlite:${join(dir, 'intake.db')}`;
+const env = { INTAKE_DATABASE_URL: databaseUrl, INTAKE_SECRETS_KEY: TEST_SECRETS_KEY };
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+test('create with --source, edit the source, then rotate the secrets key', async () => {
+  const company = (await runCliJson(['company', 'create', '--name', 'CLI sources'], env)).json;
+  const github = (
+    await runCliJson(['integration', 'create', '--company', String(company.id), '--name', 'GitHub', '--source', 'github'], env)
+  ).json;
+  expect(github).toMatchObject({ source_type: 'github', source_secret: expect.any(String), api_key: expect.stringMatching(/^whk_dev_/) });
+
+  const plain = (await runCliJson(['integration', 'create', '--company', String(company.id), '--name', 'Plain'], env)).json;
+  expect(Object.keys(plain).sort()).toEqual(['api_key', 'id', 'integration_key', 'webhook_url']);
+
+  const stripe = await runCli(['integration', 'create', '--company', String(company.id), '--name', 'Stripe', '--source', 'stripe'], env);
+  expect(stripe.code).toBe(1);
+  expect(stripe.stderr).toMatch(/^intake: A stripe source needs the signing secret/);
+
+  const edited = (await runCliJson(['integration', 'edit', '--integration', String(github.id), '--source', 'hmac', '--source-config', '{"prefix":"sha256="}'], env)).json;
+  expect(edited).toMatchObject({ id: github.id, source_type: 'hmac', source_secret: expect.any(String) });
+
+  const newKey = newSecretsKey();
+  const rotated = (await runCliJson(['secrets', 'rotate'], { ...env, INTAKE_SECRETS_KEY: `${newKey},${TEST_SECRETS_KEY}` })).json;
+  expect(rotated).toMatchObject({ sealed_values: 2, resealed: 2 });
+  const again = (await runCliJson(['secrets', 'rotate'], { ...env, INTAKE_SECRETS_KEY: `${newKey},${TEST_SECRETS_KEY}` })).json;
+  expect(again).toMatchObject({ sealed_values: 2, resealed: 0 });
+
+  // The old key can go: the new one alone opens every stored secret, and it opens the generated one as shown.
+  const store = openStore(databaseUrl, { poolSize: 1 });
+  try {
+    const onlyNew = new SecretBox(parseSecretsKeys(newKey));
+    const values = await store.listSealedValues();
+    const opened = values.map((value) => onlyNew.open(value.sealed));
+    expect(opened).toContain(edited.source_secret);
+  } finally {
+    await store.close();
+  }
+});
