@@ -16,8 +16,19 @@ export function registerSecretsCommands(program: Command): void {
       withStore(async ({ store, secrets: box }) => {
         const values = await store.listSealedValues();
         const stale = values.filter((value) => !box.sealedWithCurrentKey(value.sealed));
-        const resealed = await store.replaceSealedValues(stale.map((value) => ({ ...value, resealed: box.seal(box.open(value.sealed)) })));
-        print({ sealed_values: values.length, resealed, key_id: box.currentKeyId }, options);
+        const resealable: Array<(typeof values)[number] & { resealed: string }> = [];
+        let unopenable = 0;
+        for (const value of stale) {
+          try {
+            resealable.push({ ...value, resealed: box.seal(box.open(value.sealed)) });
+          } catch {
+            // Sealed with a key no longer configured: counted, so the operator knows to add it back.
+            unopenable++;
+          }
+        }
+        const resealed = await store.replaceSealedValues(resealable);
+        print({ sealed_values: values.length, resealed, unopenable, key_id: box.currentKeyId }, options);
+        if (unopenable > 0) process.exitCode = 1;
       }),
     );
 }

@@ -3,6 +3,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 /** Never stored: credentials, and hop-by-hop headers that say nothing about the webhook. */
 const NOT_KEPT = new Set([
   'x-api-key',
+  // GitLab sends its source's secret itself, not a signature of the body.
+  'x-gitlab-token',
   'authorization',
   'proxy-authorization',
   'cookie',

@@ -53,10 +53,20 @@ export class SourceVerifier {
 
   /** The id of the secret that signed the request; throws SignatureRefused when none did. */
   async verify(source: RouteSource, request: SignedRequest, body: () => ParsedBody): Promise<string> {
-    const opened: SourceSecret[] = liveSecrets(source, request.now).map((secret) => ({
-      id: secret.id,
-      value: this.secrets.open(secret.sealed),
-    }));
+    const live = liveSecrets(source, request.now);
+    const opened: SourceSecret[] = [];
+    for (const secret of live) {
+      try {
+        opened.push({ id: secret.id, value: this.secrets.open(secret.sealed) });
+      } catch {
+        // Sealed with a key this node lacks: the operator's to fix (INTAKE_SECRETS_KEY), not the sender's.
+      }
+    }
+    if (opened.length === 0) {
+      throw new AppError('service_unavailable', "This source's signing secrets cannot be opened on this node right now; retry later.", {
+        retryAfterSeconds: 60,
+      });
+    }
     const verdict = await providerFor(source.type).verify(request, opened, source.config, body);
     if (!verdict.ok) throw new SignatureRefused(verdict.refusal, source);
     return verdict.secretId;

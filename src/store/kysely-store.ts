@@ -705,7 +705,9 @@ export class KyselyStore implements Store {
       if (secrets) await sources.rotateSecret(trx, companyId, integrationId, secrets);
       // The key cache holds enabled and the limits: every node must reload them.
       await recordAuthChange(trx, at);
-      await insertAudit(trx, companyId, audit && { ...audit, before: result.before, after: result.after });
+      // What the caller adds to the record (a new secret's id) stays beside the rows.
+      const after = audit?.after === undefined ? result.after : { ...result.after, ...(audit.after as object) };
+      await insertAudit(trx, companyId, audit && { ...audit, before: result.before, after });
       return result;
     });
   }
@@ -719,7 +721,7 @@ export class KyselyStore implements Store {
       if (!(await integrations.findLiveIntegration(trx, companyId, integrationId))) return false;
       await sources.rotateSecret(trx, companyId, integrationId, change);
       // The key cache holds each address's secrets: every node must reload them.
-      await recordAuthChange(trx, change.othersExpireAt);
+      await recordAuthChange(trx, change.add?.createdAt ?? Date.now());
       await insertAudit(trx, companyId, audit);
       return true;
     });

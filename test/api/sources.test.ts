@@ -237,6 +237,26 @@ test('standard webhooks: signed by the standardwebhooks library; webhook-id is t
   expect((await sendWebhook(t.app, tenant.integrationKey, { body, headers })).statusCode).toBe(200);
 });
 
+test("gitlab: the token GitLab sends is checked and never stored with the webhook's headers", async () => {
+  const tenant = await t.newTenant({ source: { type: 'gitlab' } });
+  const body = JSON.stringify({ object_kind: 'merge_request', object_attributes: { action: 'open' } });
+  const refused = await sendWebhook(t.app, tenant.integrationKey, { body, headers: { 'x-gitlab-token': 'not-the-token-at-all' } });
+  expect(refused.statusCode).toBe(401);
+  const response = await sendWebhook(t.app, tenant.integrationKey, {
+    body,
+    headers: { 'x-gitlab-token': tenant.sourceSecret!, 'x-gitlab-event': 'Merge Request Hook' },
+  });
+  expect(response.statusCode).toBe(202);
+  const uuid = (response.json() as { uuid: string }).uuid;
+  const read = await t.app.inject({
+    method: 'GET',
+    url: `/api/webhooks/${tenant.integrationKey}/${uuid}`,
+    headers: { 'x-api-key': tenant.apiKey },
+  });
+  expect(read.json()).toMatchObject({ event: 'merge_request.open', headers: { 'x-gitlab-event': 'Merge Request Hook' } });
+  expect(read.body).not.toContain(tenant.sourceSecret);
+});
+
 test('a provider source refuses a Content-Type its provider does not send with 415', async () => {
   const tenant = await t.newTenant({ source: { type: 'github' } });
   const response = await sendWebhook(t.app, tenant.integrationKey, {
@@ -302,6 +322,8 @@ describe('the management API', () => {
     expect(test2.json()).toMatchObject({ status: 202 });
     const audit = await t.app.inject({ method: 'GET', url: '/api/v1/audit-log', headers });
     expect(audit.body).toContain('integration.source');
+    // The record names the secret that replaced the old ones (never its value).
+    expect(audit.body).toContain((changed.json() as { source_secret_id: string }).source_secret_id);
     expect(audit.body).not.toContain(answer.source_secret);
     expect(audit.body).not.toContain((changed.json() as { source_secret: string }).source_secret);
   });
