@@ -12,7 +12,8 @@ export interface WebhookSummary {
   uuid: string;
   integration_id: string;
   event: string;
-  data: Record<string, unknown>;
+  /** The webhook's `data`; from a provider source, the provider's whole body (a form as an object). */
+  data: unknown;
   received_at: string;
 }
 
@@ -120,9 +121,17 @@ export function useKeyLabels(integrationIds: readonly string[]): (keyId: string)
   return useCallback((keyId: string) => keys.get(keyId), [keys]);
 }
 
-/** A key as "whk_dev_AbC… (name)", the id on hover; "—" when none was valid. */
+/** A key as "whk_dev_AbC… (name)", the id on hover; the signing secret that verified a signed request; "—" when none was valid. */
 export function KeyLabel({ keyId, labelOf }: { keyId: string | null | undefined; labelOf(id: string): { prefix: string; name: string } | undefined }) {
   if (!keyId) return <span className="muted" title="No valid key was sent">—</span>;
+  // A request let in by its provider's signature names the signing secret that verified it.
+  if (keyId.startsWith('sec_')) {
+    return (
+      <span title={keyId}>
+        signature <span className="mono small">{keyId}</span>
+      </span>
+    );
+  }
   const key = labelOf(keyId);
   if (!key) return <span className="mono small" title={keyId}>{keyId}</span>;
   return (

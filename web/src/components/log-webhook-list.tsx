@@ -106,7 +106,7 @@ export function WebhookFilters({
   );
 }
 
-function preview(data: Record<string, unknown>): string {
+function preview(data: unknown): string {
   let text: string;
   try {
     text = JSON.stringify(data);

@@ -139,7 +139,11 @@ function WebhookBody({ webhook, integrationName }: { webhook: WebhookDetail; int
             <JsonView value={parsed.value} label="Payload" />
           ) : (
             <>
-              <p className="notice">The raw body is not valid JSON; its data is shown as stored.</p>
+              <p className="notice">
+                {/form-urlencoded/i.test(webhook.headers['content-type'] ?? '')
+                  ? 'The body is a form: its fields are shown as an object.'
+                  : 'The raw body is not valid JSON; its data is shown as stored.'}
+              </p>
               <JsonView value={webhook.data} label="Payload" />
             </>
           ))}

@@ -1,6 +1,7 @@
 import { useState } from 'react';
 import { numberFormat, formatBytes } from '../components/ui';
 import { Field } from '../components/dialog';
+import type { Source } from './source-fields';
 
 /**
  * What the integration pages share: the shapes of /api/v1/integrations and its keys
@@ -20,6 +21,7 @@ export interface Integration {
   updated_at: string;
   /** When it last took a webhook; null: never. */
   last_webhook_at: string | null;
+  source: Source;
 }
 
 export type KeyStatus = 'active' | 'expiring' | 'expired' | 'revoked';
@@ -49,6 +51,9 @@ export interface CreatedIntegration {
   integration: Integration;
   api_key: string;
   key_id: string;
+  source_secret_id?: string;
+  /** Only when intake generated the signing secret: shown once. */
+  source_secret?: string;
 }
 
 /** The API's default and largest body limits (src/api/integrations.ts). */

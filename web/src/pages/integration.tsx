@@ -6,6 +6,7 @@ import { ConfirmDialog, Field, FormDialog } from '../components/dialog';
 import { Badge, CopyField, ErrorMessage, Loading, PageHeader, Time, numberFormat, formatBytes } from '../components/ui';
 import { useSession } from '../session';
 import { IntegrationKeys } from './integration-keys';
+import { IntegrationSource } from './integration-source';
 import {
   IntegrationFields,
   parseDraft,
@@ -17,7 +18,7 @@ import './integrations.css';
 
 type Dialogs = 'edit' | 'disable' | 'delete' | undefined;
 
-/** One integration: its address, settings and keys; editing, disabling and deleting it. */
+/** One integration: its address, settings, source and keys; editing, disabling and deleting it. */
 export function IntegrationPage() {
   const { integrationId = '' } = useParams();
   const { can } = useSession();
@@ -122,7 +123,8 @@ export function IntegrationPage() {
         <section className="card" aria-labelledby="address-heading">
           <h2 id="address-heading">Webhook address</h2>
           <p className="muted small">
-            POST JSON with the key in the <code>X-API-Key</code> header. Both shapes work.
+            POST JSON with the key in the <code>X-API-Key</code> header
+            {integration.source.type !== 'api_key' && ', or as the source below signs it'}. Both shapes work.
           </p>
           <CopyField label="Webhook address" value={integration.webhook_url} />
           <CopyField label="Alternative address" value={singularWebhookUrl(integration.webhook_url)} />
@@ -158,6 +160,8 @@ export function IntegrationPage() {
           </dl>
         </section>
       </div>
+
+      <IntegrationSource integration={integration} manage={manage} onChanged={updated} />
 
       <IntegrationKeys integration={integration} manage={manage} />
 

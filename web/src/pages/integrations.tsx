@@ -4,6 +4,7 @@ import { api } from '../api/client';
 import { useApi, usePagedList } from '../api/use-api';
 import { FormDialog } from '../components/dialog';
 import { NewKeyDialog } from '../components/new-key-dialog';
+import { ShownSecret } from '../components/new-secret-dialog';
 import { Badge, EmptyState, ErrorMessage, Loaded, PageHeader, Time, numberFormat } from '../components/ui';
 import { useSession } from '../session';
 import {
@@ -15,6 +16,7 @@ import {
 } from './integration-shared';
 import { ListFooter } from '../components/list-controls';
 import type { UsageItem } from '../components/log-shared';
+import { generatesSecret, parseSourceDraft, SourceFields, sourceDraftOf, sourceLabel, useSourceTypes } from './source-fields';
 import './integrations.css';
 
 /** Per integration: its requests of the last 24 hours by outcome. */
@@ -137,6 +139,17 @@ export function IntegrationsPage() {
             <strong>{created.integration.name}</strong> is ready{created.integration.enabled ? '' : ' (disabled until you enable it)'}.
             Here is its first API key.
           </p>
+          {created.source_secret && (
+            <>
+              <h3>{sourceLabel(created.integration.source.type)} signing secret</h3>
+              <ShownSecret secret={created.source_secret} />
+            </>
+          )}
+          {created.integration.source.type !== 'api_key' && (
+            <p className="muted small">
+              The integration’s page shows how to set up {sourceLabel(created.integration.source.type)} to send here.
+            </p>
+          )}
         </NewKeyDialog>
       )}
     </>
@@ -164,6 +177,7 @@ function IntegrationRow({
         <strong>{integration.name}</strong>
         {integration.description && <div className="muted small integration-description">{integration.description}</div>}
         <div className="muted small mono">{integration.integration_key}</div>
+        {integration.source.type !== 'api_key' && <div className="muted small">Source: {sourceLabel(integration.source.type)}</div>}
       </td>
       <td>{integration.enabled ? <Badge tone="good">enabled</Badge> : <Badge tone="neutral">disabled</Badge>}</td>
       <td>
@@ -193,8 +207,11 @@ function IntegrationRow({
 
 function CreateIntegrationDialog({ onClose, onCreated }: { onClose(): void; onCreated(result: CreatedIntegration): void }) {
   const [draft, setDraft] = useDraft();
+  const [source, setSource] = useState(() => sourceDraftOf());
+  const types = useSourceTypes();
   const submit = async () => {
     const fields = parseDraft(draft);
+    const sourceBody = parseSourceDraft(source);
     onCreated(
       await api.post<CreatedIntegration>('/integrations', {
         name: fields.name,
@@ -202,13 +219,19 @@ function CreateIntegrationDialog({ onClose, onCreated }: { onClose(): void; onCr
         enabled: fields.enabled,
         body_limit_bytes: fields.body_limit_bytes,
         ...(fields.rate_limit_per_minute !== null && { rate_limit_per_minute: fields.rate_limit_per_minute }),
+        ...(sourceBody.type !== 'api_key' && { source: sourceBody }),
       }),
     );
   };
   return (
     <FormDialog title="Create integration" submitLabel="Create integration" onClose={onClose} onSubmit={submit}>
       <IntegrationFields draft={draft} onChange={setDraft} />
-      <p className="muted small">Its first API key is shown once, right after it is created.</p>
+      <SourceFields draft={source} onChange={setSource} types={types} />
+      <p className="muted small">
+        {source.type !== 'api_key' && generatesSecret(types, source.type) && !source.secret.trim()
+          ? 'Its first API key and its generated signing secret are shown once, right after it is created.'
+          : 'Its first API key is shown once, right after it is created.'}
+      </p>
     </FormDialog>
   );
 }

@@ -17,9 +17,11 @@ import './logs.css';
 const ERROR_CODES: { code: string; label: string }[] = [
   { code: 'missing_api_key', label: 'Missing API key (401)' },
   { code: 'invalid_api_key', label: 'Invalid API key (401)' },
+  { code: 'invalid_signature', label: 'Invalid signature (401)' },
+  { code: 'signature_expired', label: 'Signature expired (401)' },
   { code: 'insufficient_permissions', label: 'Insufficient permissions (403)' },
   { code: 'integration_disabled', label: 'Integration disabled (403)' },
-  { code: 'unsupported_media_type', label: 'Not JSON (415)' },
+  { code: 'unsupported_media_type', label: 'Unsupported media type (415)' },
   { code: 'payload_too_large', label: 'Payload too large (413)' },
   { code: 'invalid_json', label: 'Invalid JSON (400)' },
   { code: 'invalid_request', label: 'Invalid request (400)' },

@@ -1,0 +1,218 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { expectClean, launchChromium, openTab, type Refusal, seedUser, signInThroughPanel, startPanelServer } from '../support/browser.js';
+import { cleanupAll, type ServerProcess } from '../support/processes.js';
+
+/**
+ * Sources in the panel: an integration created with a provider's signature as a second way
+ * in, that provider's setup steps, a signed test sent from the page, a badly signed request
+ * refused with its reason in words, and a generated secret shown once and rotated.
+ */
+
+let browser: Browser;
+let server: ServerProcess;
+let owner: { email: string; password: string };
+
+beforeAll(async () => {
+  browser = await launchChromium();
+  ({ server } = await startPanelServer());
+  owner = await seedUser(server, 'owner');
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await cleanupAll();
+});
+
+async function signedInTab(): Promise<{ page: Page; problems: string[]; refusals: Refusal[]; close(): Promise<void> }> {
+  const { context, page, problems, refusals } = await openTab(browser, server);
+  await signInThroughPanel(page, owner.email, owner.password);
+  return { page, problems, refusals, close: () => context.close() };
+}
+
+/** Fills the Create integration dialog with a name and a source; the secret only when given. */
+async function createIntegration(page: Page, name: string, source: string, secret?: string): Promise<void> {
+  await page.goto('/admin/integrations');
+  await page.getByRole('button', { name: /^Create (your first )?integration$/ }).first().click();
+  const dialog = page.getByRole('dialog', { name: 'Create integration' });
+  await dialog.getByLabel('Name').fill(name);
+  await dialog.getByLabel('Source').selectOption({ label: source });
+  if (secret !== undefined) await dialog.getByLabel('Signing secret').fill(secret);
+  await dialog.getByRole('button', { name: 'Create integration' }).click();
+  await page.getByRole('dialog', { name: 'Your new API key' }).waitFor();
+}
+
+/** The value of a copy field in `scope`, by its label. */
+async function copyFieldValue(scope: ReturnType<Page['locator']>, label: string): Promise<string> {
+  const field = scope.locator('.copy-field').filter({ has: scope.page().getByText(label, { exact: true }) });
+  return ((await field.locator('code').textContent()) ?? '').trim();
+}
+
+/** A GitHub delivery signed with `secret`, as GitHub sends it; the status answered. */
+async function sendGitHub(url: string, secret: string): Promise<number> {
+  const body = JSON.stringify({ zen: 'Keep it logically awesome.', hook_id: 1 });
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'x-github-event': 'ping',
+      'x-hub-signature-256': `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`,
+    },
+    body,
+  });
+  await response.arrayBuffer();
+  return response.status;
+}
+
+describe('sources in the panel', { timeout: 120_000 }, () => {
+  test('a Stripe source: setup steps, a signed test accepted and stored, a bad signature refused with its reason', async () => {
+    const { page, problems, refusals, close } = await signedInTab();
+    // Stripe issues its secrets (whsec_ and letters and digits): it is pasted, so required.
+    const pasted = `whsec_${randomBytes(32).toString('base64').replace(/[^A-Za-z0-9]/g, '')}`;
+    await page.goto('/admin/integrations');
+    await page.getByRole('button', { name: 'Create your first integration' }).click();
+    const form = page.getByRole('dialog', { name: 'Create integration' });
+    await form.getByLabel('Source').selectOption({ label: 'Stripe' });
+    const secretField = form.getByLabel('Signing secret');
+    expect(await secretField.getAttribute('type')).toBe('password');
+    expect(await secretField.getAttribute('placeholder')).toBe('whsec_…');
+    await expect.poll(() => secretField.getAttribute('required')).not.toBeNull();
+    await page.keyboard.press('Escape');
+
+    await createIntegration(page, 'Payments', 'Stripe', pasted);
+    const keyDialog = page.getByRole('dialog', { name: 'Your new API key' });
+    // A pasted secret is not shown back.
+    expect(await keyDialog.getByText('Signing secret', { exact: true }).count()).toBe(0);
+    await keyDialog.getByText('how to set up Stripe').waitFor();
+    await keyDialog.getByRole('button', { name: 'I have copied the key' }).click();
+    await page.getByRole('heading', { name: 'Payments', level: 1 }).waitFor();
+    const integrationId = new URL(page.url()).pathname.split('/').pop()!;
+
+    const source = page.getByRole('region', { name: 'Source', exact: true });
+    await source.locator('dl.details').getByText('Stripe', { exact: true }).waitFor();
+    await source.locator('dl.details').getByText('Stripe-Signature', { exact: true }).waitFor();
+    const address = ((await source.locator('.source-address code').textContent()) ?? '').trim();
+    expect(address).toMatch(new RegExp(`^${server.baseUrl}/api/webhooks/[^/?]+$`));
+    await source.getByRole('heading', { name: 'Set up Stripe' }).waitFor();
+    const steps = source.locator('ol.source-guide');
+    await steps.getByText('Developers → Webhooks → Add endpoint').waitFor();
+    await steps.getByText('Reveal').waitFor();
+    expect(await steps.textContent()).toContain(address);
+    await expect.poll(() => source.locator('.source-secrets-table tbody tr').count()).toBe(1);
+    // On a phone the long address and the steps wrap: the page does not scroll sideways.
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth')).toBeLessThanOrEqual(0);
+    await page.setViewportSize({ width: 1280, height: 800 });
+
+    // What the address refuses is said in words: disabled, it answers 403 whatever the signature.
+    await page.getByRole('button', { name: 'Disable', exact: true }).click();
+    await page.getByRole('dialog', { name: 'Disable integration' }).getByRole('button', { name: 'Disable', exact: true }).click();
+    await page.locator('.page-header .badge', { hasText: 'disabled' }).waitFor();
+    await source.getByRole('button', { name: 'Send a test' }).click();
+    await source.getByRole('status').filter({ hasText: /^Refused \(403\): \S/ }).waitFor();
+    await page.getByRole('button', { name: 'Enable', exact: true }).click();
+    await page.locator('.page-header .badge', { hasText: 'enabled' }).waitFor();
+
+    // The test is signed with the pasted secret and goes through the address like any webhook.
+    await source.getByRole('button', { name: 'Send a test' }).click();
+    const outcome = source.getByRole('status').filter({ hasText: /^Accepted/ });
+    await outcome.waitFor();
+    expect(await source.getByRole('status').filter({ hasText: /^Refused/ }).count()).toBe(0);
+    const uuid = ((await outcome.getByRole('link').textContent()) ?? '').trim();
+    expect(await outcome.textContent()).toBe(`Accepted: webhook ${uuid}`);
+    await outcome.getByRole('link').click();
+    await page.waitForURL((url) => url.pathname === '/admin/webhooks' && url.searchParams.get('webhook') === uuid);
+    const viewer = page.getByRole('dialog', { name: 'Webhook details' });
+    await viewer.locator('.viewer-event', { hasText: 'payment_intent.succeeded' }).waitFor();
+    await page.keyboard.press('Escape');
+    await page.locator(`tr[data-uuid="${uuid}"]`).getByText('payment_intent.succeeded').waitFor();
+
+    // Signed with another secret: refused, and the request log says why in words.
+    const body = JSON.stringify({ id: 'evt_forged', object: 'event', type: 'charge.succeeded', data: { object: {} } });
+    const t = Math.floor(Date.now() / 1000);
+    const forged = createHmac('sha256', 'whsec_notTheSecretAtAll00000000').update(`${t}.${body}`).digest('hex');
+    const refused = await fetch(address, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'stripe-signature': `t=${t},v1=${forged}` },
+      body,
+    });
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toMatchObject({ code: 'invalid_signature' });
+
+    await page.goto(`/admin/requests?integration_id=${integrationId}`);
+    const row = page.locator('tbody tr', { hasText: 'invalid_signature' });
+    await expect
+      .poll(async () => {
+        if ((await row.count()) === 0) await page.getByRole('button', { name: 'Refresh' }).click();
+        return row.count();
+      })
+      .toBe(1);
+    expect(await row.locator('td.reason').textContent()).toBe('signature does not match the secret');
+    expect(await row.locator('.badge-warn').textContent()).toBe('401');
+    await page.locator('tbody tr', { hasText: 'Accepted' }).waitFor();
+
+    expectClean(problems, refusals);
+    await close();
+  });
+
+  test('a GitHub source: the generated secret is shown once, works, and rotates with an overlap', async () => {
+    const { page, problems, refusals, close } = await signedInTab();
+    await createIntegration(page, 'Repository events', 'GitHub');
+    const keyDialog = page.getByRole('dialog', { name: 'Your new API key' });
+    await keyDialog.getByText('This signing secret will not be shown again.').waitFor();
+    const first = await copyFieldValue(keyDialog, 'Signing secret');
+    expect(first.length).toBeGreaterThanOrEqual(32);
+    const address = await copyFieldValue(keyDialog, 'Webhook address');
+    expect(await sendGitHub(address, first)).toBe(202);
+    await keyDialog.getByRole('button', { name: 'I have copied the key' }).click();
+    await page.getByRole('heading', { name: 'Repository events', level: 1 }).waitFor();
+
+    const source = page.getByRole('region', { name: 'Source', exact: true });
+    await source.locator('ol.source-guide').getByText('Settings → Webhooks → Add webhook').waitFor();
+    const rows = source.locator('.source-secrets-table tbody tr');
+    await expect.poll(() => rows.count()).toBe(1);
+
+    await source.getByRole('button', { name: 'Rotate secret' }).click();
+    const rotate = page.getByRole('dialog', { name: 'Rotate signing secret' });
+    expect(await rotate.getByLabel('Previous secrets keep verifying for').inputValue()).toBe('86400');
+    await rotate.getByLabel('Previous secrets keep verifying for').selectOption({ label: '1 hour' });
+    await rotate.getByRole('button', { name: 'Rotate secret' }).click();
+    const shown = page.getByRole('dialog', { name: 'Your new signing secret' });
+    await shown.getByText('The previous secrets keep verifying until').waitFor();
+    const second = await copyFieldValue(shown, 'Signing secret');
+    expect(second).not.toBe(first);
+    await shown.getByRole('button', { name: 'I have copied the secret' }).click();
+
+    // Both verify during the overlap; the old one says when it stops.
+    await expect.poll(() => rows.count()).toBe(2);
+    await rows.filter({ hasText: 'Stops at' }).waitFor();
+    expect(await rows.filter({ hasText: 'When rotated' }).count()).toBe(1);
+    expect(await sendGitHub(address, first)).toBe(202);
+    expect(await sendGitHub(address, second)).toBe(202);
+
+    // Stopping the old one ends the overlap at once.
+    await rows.filter({ hasText: 'Stops at' }).getByRole('button', { name: /^Stop secret/ }).click();
+    const stop = page.getByRole('dialog', { name: 'Stop signing secret' });
+    await stop.getByRole('button', { name: 'Stop now' }).click();
+    await stop.waitFor({ state: 'detached' });
+    await expect.poll(() => rows.count()).toBe(1);
+    expect(await sendGitHub(address, first)).toBe(401);
+    expect(await sendGitHub(address, second)).toBe(202);
+
+    // Changing the type warns that the secrets go at once; cancelled, nothing changes.
+    await source.getByRole('button', { name: 'Change source' }).click();
+    const change = page.getByRole('dialog', { name: 'Change source' });
+    expect(await change.getByLabel('Source').inputValue()).toBe('github');
+    await change.getByLabel('Signing secret').waitFor();
+    expect(await change.getByLabel('Signing secret').getAttribute('required')).toBeNull();
+    await change.getByLabel('Source').selectOption({ label: 'Stripe' });
+    await change.getByRole('alert').filter({ hasText: 'A new type replaces the signing secrets at once' }).waitFor();
+    await change.getByRole('button', { name: 'Cancel' }).click();
+    await change.waitFor({ state: 'detached' });
+    expect(await sendGitHub(address, second)).toBe(202);
+
+    expectClean(problems, refusals);
+    await close();
+  });
+});
