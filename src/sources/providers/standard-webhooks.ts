@@ -26,6 +26,10 @@ import {
  * as the reference): it reads the clock itself instead of the request's arrival time,
  * decodes the body to a string before the HMAC (so two bodies that differ only in bytes
  * that are not UTF-8 get one signature), and its pure-JS SHA-256 costs ten times as much.
+ *
+ * Svix's own senders name the same three headers `svix-id`, `svix-timestamp` and
+ * `svix-signature` (the `webhook-` names are its white-label option): either set is read,
+ * the standard's first.
  */
 
 const ID = 'webhook-id';
@@ -40,12 +44,17 @@ interface Signature {
   v1: Buffer[];
 }
 
+/** A standard header, or its Svix name. */
+function standardHeader(headers: IncomingHttpHeaders, name: string): string | undefined {
+  return headerOf(headers, name) ?? headerOf(headers, name.replace(/^webhook-/, 'svix-'));
+}
+
 function sentSignature(headers: IncomingHttpHeaders, now: number): Checked<Signature> {
-  const value = headerOf(headers, HEADER);
+  const value = standardHeader(headers, HEADER);
   if (value === undefined) return missing(HEADER);
-  const id = headerOf(headers, ID);
+  const id = standardHeader(headers, ID);
   if (id === undefined) return missing(ID);
-  const timestamp = headerOf(headers, TIMESTAMP);
+  const timestamp = standardHeader(headers, TIMESTAMP);
   if (timestamp === undefined) return missing(TIMESTAMP);
   const seconds = unixSeconds(timestamp);
   if (seconds === undefined) return invalid(`${TIMESTAMP} header is not a Unix time in seconds`);
@@ -90,7 +99,7 @@ export const standardWebhooks: Provider = {
   describe: (request, body) => ({
     // `type` is Svix's convention; the spec leaves the body's shape to the sender.
     event: body.kind === 'json' ? stringField(body.value, 'type') : undefined,
-    deliveryId: headerOf(request.headers, ID),
+    deliveryId: standardHeader(request.headers, ID),
   }),
 
   sample(secret, _config, _publicUrl, now) {
