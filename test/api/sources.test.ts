@@ -1,6 +1,8 @@
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { createRequire } from 'node:module';
+import type { WebhookDefinition } from '@octokit/webhooks-examples';
 import { sign as signGitHub } from '@octokit/webhooks-methods';
 import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
@@ -17,6 +19,7 @@ import { member } from '../support/api.js';
  */
 
 const BASE_URL = 'https://hooks.example.com';
+const examples = createRequire(import.meta.url)('@octokit/webhooks-examples') as WebhookDefinition[];
 let t: TestApp;
 beforeAll(async () => {
   t = await buildTestApp({ INTAKE_BASE_URL: BASE_URL });
@@ -73,6 +76,41 @@ describe('github', () => {
     expect(stored.data).toEqual(JSON.parse(body));
     const logged = await waitFor(async () => (await requestLog(tenant)).find((row) => row.webhookUuid === uuid), 'the log row');
     expect(logged.keyId).toBe(tenant.sourceSecretId);
+  });
+
+  test('every payload of @octokit/webhooks-examples, sent as GitHub sends it, is stored with its event name', async () => {
+    const expected: Array<{ uuid: string; event: string; body: string }> = [];
+    for (const definition of examples) {
+      for (const example of definition.examples) {
+        const body = JSON.stringify(example);
+        const response = await sendWebhook(t.app, tenant.integrationKey, {
+          body,
+          headers: {
+            'user-agent': 'GitHub-Hookshot/044aadd',
+            'x-github-event': definition.name,
+            'x-github-delivery': randomUUID(),
+            'x-github-hook-id': '292430182',
+            'x-hub-signature': 'sha1=ignored-by-intake',
+            'x-hub-signature-256': await signGitHub(tenant.sourceSecret!, body),
+          },
+        });
+        expect(response.statusCode, `${definition.name}: ${response.body}`).toBe(202);
+        const action = (example as { action?: unknown }).action;
+        expected.push({
+          uuid: (response.json() as { uuid: string }).uuid,
+          event: typeof action === 'string' ? `${definition.name}.${action}` : definition.name,
+          body,
+        });
+      }
+    }
+    expect(expected.length).toBeGreaterThan(300);
+    for (const sample of [expected[0]!, expected[Math.floor(expected.length / 2)]!, expected.at(-1)!]) {
+      const stored = await storedWebhook(tenant, sample.uuid);
+      expect(stored).toMatchObject({ event: sample.event, raw_body: sample.body });
+    }
+    const stored = await t.store.listCompanyWebhooks(tenant.companyId, { integrationId: tenant.integrationId, limit: 200 });
+    const events = new Map(expected.map((e) => [e.uuid, e.event]));
+    for (const webhook of stored.webhooks) if (events.has(webhook.uuid)) expect(webhook.event).toBe(events.get(webhook.uuid));
   });
 
   test("GitHub's redelivery of the same delivery is a replay, not a second webhook", async () => {
