@@ -239,6 +239,40 @@ beforeAll(async () => {
   });
   expect(rotated.status).toBe(201);
   keys.apiRotated = String(rotated.json.api_key);
+
+  // --- Sources: a pasted Stripe secret, generated query tokens (one rotated); signed
+  // webhooks, forged ones, a token in the query string, and a signed test from the panel.
+  const issuesSecret = (body: Record<string, unknown>) => [String(body.api_key), String(body.source_secret)];
+  const stripeSecret = `whsec_${randomBytes(24).toString('hex')}`;
+  secrets.push({ what: "a Stripe signing secret, pasted", value: stripeSecret });
+  const stripeSource = await call('create a stripe source', 'POST', '/api/v1/integrations', {
+    headers: session,
+    body: { name: 'Stripe', source: { type: 'stripe', secret: stripeSecret } },
+    issues: issuesKey,
+  });
+  expect(stripeSource.status).toBe(201);
+  const stripe = stripeSource.json.integration as { id: string; integration_key: string };
+  expect((await call('a signed test', 'POST', `/api/v1/integrations/${stripe.id}/source-test`, { headers: session })).json.status).toBe(202);
+  const forged = `t=${Math.floor(Date.now() / 1000)},v1=${'0'.repeat(64)}`;
+  expect((await call('a forged Stripe signature', 'POST', `/api/webhooks/${stripe.integration_key}`, { raw: '{"id":"evt_1","type":"x"}', headers: { 'stripe-signature': forged } })).status).toBe(401);
+  const tokenSource = await call('create a query_token source', 'POST', '/api/v1/integrations', {
+    headers: session,
+    body: { name: 'Token', source: { type: 'query_token' } },
+    issues: issuesSecret,
+  });
+  const tokenIntegration = tokenSource.json.integration as { id: string; integration_key: string };
+  const token = String(tokenSource.json.source_secret);
+  secrets.push({ what: 'a generated query token', value: token });
+  expect((await call('the query token', 'POST', `/api/webhooks/${tokenIntegration.integration_key}?token=${token}`, { raw: '{"event":"a"}' })).status).toBe(202);
+  expect((await call('a wrong query token', 'POST', `/api/webhooks/${tokenIntegration.integration_key}?token=x${token}`, { raw: '{}' })).status).toBe(401);
+  const tokenRotated = await call('rotate the query token', 'POST', `/api/v1/integrations/${tokenIntegration.id}/source-secrets`, {
+    headers: session,
+    body: { previous_expires_in_seconds: 0 },
+    issues: (body) => [String(body.source_secret)],
+  });
+  expect(tokenRotated.status).toBe(201);
+  secrets.push({ what: 'a rotated query token', value: String(tokenRotated.json.source_secret) });
+  expect((await call('the old query token', 'POST', `/api/webhooks/${tokenIntegration.integration_key}?token=${token}`, { raw: '{}' })).status).toBe(401);
   const management = await call('create a management key', 'POST', '/api/v1/management-keys', {
     headers: session,
     body: { name: 'script', scopes: ['integrations:manage', 'logs:read'] },
