@@ -219,7 +219,10 @@ export async function sourceRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
         headers: { ...sample.headers, 'user-agent': 'intake-source-test' },
         payload: sample.body,
       });
-      return { status: answer.statusCode, answer: parsedOrText(answer.body) };
+      const parsed = parsedOrText(answer.body);
+      const uuid = typeof parsed === 'object' && parsed !== null && 'uuid' in parsed ? String(parsed.uuid) : undefined;
+      await managementFor(deps, request).recordSourceTest(companyId, integration.id, { status: answer.statusCode, uuid });
+      return { status: answer.statusCode, answer: parsed };
     },
   );
 }

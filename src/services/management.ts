@@ -239,6 +239,11 @@ export class Management {
     if (!ended) throw notFound('source secret', secretId);
   }
 
+  /** Records that a signed test was sent to the integration's address (it stores a webhook like any other). */
+  async recordSourceTest(companyId: string, integrationId: string, result: { status: number; uuid: string | undefined }): Promise<void> {
+    await this.store.recordAudit(companyId, this.audit('integration.source_test', 'integration', integrationId, { after: result }));
+  }
+
   private box(): SecretBox {
     if (!this.options.secrets) throw new Error('Management needs the secrets box to set a provider source');
     return this.options.secrets;

@@ -544,6 +544,10 @@ export class KyselyStore implements Store {
     }));
   }
 
+  async recordAudit(companyId: string, audit: AuditEvent): Promise<void> {
+    await insertAudit(this.db, companyId, audit);
+  }
+
   listAuditLog(companyId: string, query: AuditQuery): Promise<AuditRecord[]> {
     return listAuditLog(this.db, companyId, query);
   }

@@ -111,6 +111,8 @@ export interface Store {
   listApiKeys(companyId: string, integrationId: string): Promise<ApiKeyRecord[]>;
 
   // Audit log: written by each change above in its own transaction (the `audit` argument).
+  /** Records an action that changes no setting but is the company's to know of (a signed test sent). */
+  recordAudit(companyId: string, audit: AuditEvent): Promise<void>;
   listAuditLog(companyId: string, query: AuditQuery): Promise<AuditRecord[]>;
 
   // Accounts, sessions and sign-in: a user is not a company's, so these take no company.

@@ -80,6 +80,13 @@ interface AuditCase {
  */
 const NOT_A_COMPANY_CHANGE = /^\/api\/v1\/(auth|account)\/|^\/api\/v1\/invitations\/(lookup|accept)$/;
 
+/** A fresh integration with a GitHub source (its secret generated), made as the CLI. */
+async function githubIntegration() {
+  const { id } = await integration();
+  const set = await t.management.setSource(companyId, id, { type: 'github' });
+  return { id, secretId: set.sourceSecretId! };
+}
+
 /** One successful call per changing /api/v1 route (auth aside). A new route needs a row here. */
 const AUDIT_CASES: AuditCase[] = [
   { route: 'POST /api/v1/integrations', as: 'key', action: 'integration.create', request: async () => ({ url: '/api/v1/integrations', payload: { name: 'New' } }) },
@@ -159,6 +166,34 @@ const AUDIT_CASES: AuditCase[] = [
     as: 'owner',
     action: 'member.remove',
     request: async () => ({ url: `/api/v1/members/${(await quickMember(t.store, companyId, 'viewer')).userId}` }),
+  },
+  {
+    route: 'PUT /api/v1/integrations/:integration_id/source',
+    as: 'owner',
+    action: 'integration.source',
+    request: async () => ({ url: `/api/v1/integrations/${(await integration()).id}/source`, payload: { type: 'github' } }),
+  },
+  {
+    route: 'POST /api/v1/integrations/:integration_id/source-secrets',
+    as: 'key',
+    action: 'source_secret.rotate',
+    request: async () => ({ url: `/api/v1/integrations/${(await githubIntegration()).id}/source-secrets`, payload: { previous_expires_in_seconds: 60 } }),
+  },
+  {
+    route: 'DELETE /api/v1/integrations/:integration_id/source-secrets/:secret_id',
+    as: 'owner',
+    action: 'source_secret.end',
+    request: async () => {
+      const { id, secretId } = await githubIntegration();
+      await t.management.rotateSourceSecret(companyId, id, undefined, 600);
+      return { url: `/api/v1/integrations/${id}/source-secrets/${secretId}` };
+    },
+  },
+  {
+    route: 'POST /api/v1/integrations/:integration_id/source-test',
+    as: 'key',
+    action: 'integration.source_test',
+    request: async () => ({ url: `/api/v1/integrations/${(await githubIntegration()).id}/source-test` }),
   },
   { route: 'PATCH /api/v1/company', as: 'owner', action: 'company.update', request: async () => ({ url: '/api/v1/company', payload: { retention_days: 45 } }) },
 ];
