@@ -26,6 +26,13 @@ export class SignatureRefused extends AppError {
  * sender used (INTAKE_BASE_URL and the path), which Twilio signs.
  */
 export class SourceVerifier {
+  /**
+   * Secrets opened already, by their sealed form: opening one (AES-GCM) costs as much as the
+   * HMAC over a 7 KB body, on every request. A rotated or ended secret has a new sealed form
+   * or is no longer live, so an entry never outlives its meaning; the map is emptied when full.
+   */
+  private readonly opened = new Map<string, string>();
+
   constructor(
     private readonly secrets: SecretBox,
     private readonly baseUrl: string,
@@ -57,7 +64,7 @@ export class SourceVerifier {
     const opened: SourceSecret[] = [];
     for (const secret of live) {
       try {
-        opened.push({ id: secret.id, value: this.secrets.open(secret.sealed) });
+        opened.push({ id: secret.id, value: this.open(secret.sealed) });
       } catch {
         // Sealed with a key this node lacks: the operator's to fix (INTAKE_SECRETS_KEY), not the sender's.
       }
@@ -71,7 +78,19 @@ export class SourceVerifier {
     if (!verdict.ok) throw new SignatureRefused(verdict.refusal, source);
     return verdict.secretId;
   }
+
+  private open(sealed: string): string {
+    let value = this.opened.get(sealed);
+    if (value === undefined) {
+      value = this.secrets.open(sealed);
+      if (this.opened.size >= MAX_OPENED_SECRETS) this.opened.clear();
+      this.opened.set(sealed, value);
+    }
+    return value;
+  }
 }
+
+const MAX_OPENED_SECRETS = 10_000;
 
 /** The cache keeps a route a while: a secret whose overlap ended since is left out here. */
 function liveSecrets(source: RouteSource, now: number) {
