@@ -37,6 +37,8 @@ const ON_BOTH_DATABASES = [
   'test/api/isolation-matrix.test.ts',
   'test/intake-fuzz.test.ts',
   'test/intake-fuzz-tcp.test.ts',
+  'test/destinations/store.test.ts',
+  'test/destinations/dispatcher.test.ts',
 ];
 
 const postgres = await probePostgres(TEST_POSTGRES_URL);

@@ -16,6 +16,9 @@ import type { Config } from './config.js';
 import type { SecretBox } from './domain/secret-box.js';
 import { AppError, ERRORS, errorBody, type ErrorCode } from './errors.js';
 import { addSecurityHeaders, clientErrorHandler, hardenedServerFactory, securityHeaders } from './http-hardening.js';
+import { AddressGuard } from './destinations/address-guard.js';
+import { DeliveryDispatcher, type DispatcherOptions } from './destinations/dispatcher.js';
+import { DestinationSender } from './destinations/sender.js';
 import { AdmissionGate } from './intake/admission.js';
 import { AuthFailureLimiter } from './intake/auth-failures.js';
 import { Authenticator } from './intake/authenticate.js';
@@ -49,6 +52,8 @@ export interface AppDeps {
   logger?: Logger;
   /** Bounds on reading webhooks (see src/api/read-limits.ts); tests shorten them. */
   readLimits?: Partial<ReadLimitOptions>;
+  /** The delivery workers' settings; tests give a clock, or `start: false` to drive them with runOnce. */
+  delivery?: Partial<DispatcherOptions> & { start?: boolean };
 }
 
 declare module 'fastify' {
@@ -59,6 +64,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Every route registered (HEAD aside), so tests can hold the OpenAPI document and the audit table to them. */
     readonly registeredRoutes: readonly RegisteredRoute[];
+    /** This node's delivery worker (tests drive it with runOnce and a clock of their own). */
+    readonly dispatcher: DeliveryDispatcher;
   }
 }
 
@@ -102,11 +109,17 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     signIn: new SignIn(store, sessions, guard, deps.secrets),
     accounts: new Accounts({ store, secrets: deps.secrets, guard, mailer, baseUrl: config.baseUrl, logger }),
   };
+  const addressGuard = new AddressGuard(config.destinationAllow);
   const keyCache = new KeyCache(store);
   await keyCache.start();
   const writer = new GroupCommitWriter(
     store,
-    { maxQueued: config.writeQueueMax, maxQueuedBytes: config.writeQueueMaxBytes },
+    {
+      maxQueued: config.writeQueueMax,
+      maxQueuedBytes: config.writeQueueMaxBytes,
+      // The outbox rows are in the same commit: the dispatcher can claim them at once.
+      onAccepted: () => dispatcher.nudge(),
+    },
     logger,
   );
   const lastUsed = new LastUsedTracker(store, logger);
@@ -116,6 +129,16 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   const admission = new AdmissionGate(config.maxEventLoopLagMs, {
     maxWaitMs: config.maxQueueWaitMs,
     waitMs: (now) => writer.oldestWaitMs(now),
+  });
+  const dispatcher = new DeliveryDispatcher(store, new DestinationSender({ guard: addressGuard }), deps.secrets, logger, {
+    concurrency: config.deliveryConcurrency,
+    leaseMarginMs: config.deliveryLeaseMarginMs,
+    pollMs: 100,
+    flushMs: 20,
+    disableAfterMs: config.destinationDisableAfterMs,
+    // Half of either bound: deliveries wait before intake has to refuse anything.
+    underPressure: () => admission.overloaded(performance.now(), 0.5),
+    ...deps.delivery,
   });
 
   app.decorateRequest('errorCode', undefined);
@@ -147,7 +170,8 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
 
   const counters = { unknownIntegrationRequests: 0 };
   const authFailures = new AuthFailureLimiter(config.authFailureLimit, config.authFailureWindowMs);
-  await app.register(healthRoutes, { store, writer, counters, admission, authFailures });
+  app.decorate('dispatcher', dispatcher);
+  await app.register(healthRoutes, { store, writer, counters, admission, authFailures, dispatcher });
   await app.register(panelRoutes);
   const authenticator = new Authenticator(
     keyCache,
@@ -155,7 +179,8 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     authFailures,
   );
   await app.register(
-    async (scope) => apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, lastUsed, secrets: deps.secrets, ...accountDeps }),
+    async (scope) =>
+      apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, lastUsed, secrets: deps.secrets, addressGuard, ...accountDeps }),
     { prefix: '/api/v1' },
   );
   await app.register(async (scope) => {
@@ -184,12 +209,16 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
 
   // Loading the routes and compiling their schemas is one long turn of the loop that is not
   // overload: the gate watches the loop once the app is ready.
-  app.addHook('onReady', async () => admission.start());
+  app.addHook('onReady', async () => {
+    admission.start();
+    if (deps.delivery?.start !== false) dispatcher.start();
+  });
   app.addHook('onClose', async () => {
     admission.stop();
     keyCache.stop();
     await retention.stop();
     await writer.drain();
+    await dispatcher.stop();
     await lastUsed.stop();
   });
   return app;

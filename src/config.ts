@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
 import { parseSecretsKeys } from './domain/secret-box.js';
+import { parseCidrList, type Cidr } from './destinations/address-guard.js';
 
 /**
  * Every setting the service reads, in one schema. This module is the only reader of
@@ -72,6 +73,20 @@ const ConfigSchema = Type.Object({
   INTAKE_SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://[^\\s]+$' })),
   /** The From of those emails; default `intake <no-reply@HOST of INTAKE_BASE_URL>`. */
   INTAKE_SMTP_FROM: Type.Optional(Type.String({ minLength: 3, maxLength: 320 })),
+  /**
+   * CIDRs that destinations may reach although they are loopback, private or otherwise
+   * refused (src/destinations/address-guard.ts), comma-separated.
+   */
+  INTAKE_DESTINATION_ALLOW: Type.Optional(Type.String({ minLength: 1 })),
+  /** A destination failing this long without one success is disabled (its deliveries are held). */
+  INTAKE_DESTINATION_DISABLE_AFTER_HOURS: Type.Integer({ minimum: 1, maximum: 8760, default: 120 }),
+  /** Delivery requests in flight per node at most, across destinations. */
+  INTAKE_DELIVERY_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 10_000, default: 64 }),
+  /**
+   * How long a delivery's claim outlives its destination's timeout: a node that dies in the
+   * middle of an attempt frees the delivery for another node (or itself, restarted) then.
+   */
+  INTAKE_DELIVERY_LEASE_SECONDS: Type.Integer({ minimum: 1, maximum: 3600, default: 30 }),
 });
 
 type RawConfig = Static<typeof ConfigSchema>;
@@ -110,6 +125,11 @@ export interface Config {
   /** Undefined: no email; invitation and reset links are shown to whoever creates them. */
   smtpUrl: string | undefined;
   smtpFrom: string;
+  /** Address ranges destinations may reach whatever their class. */
+  destinationAllow: Cidr[];
+  destinationDisableAfterMs: number;
+  deliveryConcurrency: number;
+  deliveryLeaseMarginMs: number;
 }
 
 /** Thrown with every problem found, one line each, so a bad start says all at once. */
@@ -159,6 +179,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     secretsKeys: raw.INTAKE_SECRETS_KEY === undefined ? undefined : parseSecretsKeys(raw.INTAKE_SECRETS_KEY),
     smtpUrl: raw.INTAKE_SMTP_URL,
     smtpFrom: raw.INTAKE_SMTP_FROM ?? `intake <no-reply@${new URL(baseUrl).hostname}>`,
+    destinationAllow: raw.INTAKE_DESTINATION_ALLOW === undefined ? [] : parseCidrList(raw.INTAKE_DESTINATION_ALLOW),
+    destinationDisableAfterMs: raw.INTAKE_DESTINATION_DISABLE_AFTER_HOURS * 3_600_000,
+    deliveryConcurrency: raw.INTAKE_DELIVERY_CONCURRENCY,
+    deliveryLeaseMarginMs: raw.INTAKE_DELIVERY_LEASE_SECONDS * 1000,
   };
 }
 
@@ -185,6 +209,13 @@ function crossProblems(raw: RawConfig): string[] {
     } catch (error) {
       // The value is a secret: the problem is said without it.
       problems.push(`INTAKE_SECRETS_KEY: ${(error as Error).message}`);
+    }
+  }
+  if (raw.INTAKE_DESTINATION_ALLOW !== undefined) {
+    try {
+      parseCidrList(raw.INTAKE_DESTINATION_ALLOW);
+    } catch (error) {
+      problems.push(`INTAKE_DESTINATION_ALLOW: ${(error as Error).message}`);
     }
   }
   return problems;

@@ -40,8 +40,12 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** The whole app on a fresh database of the project's dialect, without a port (use app.inject); `readLimits` shortens bounds for a test. */
-export async function buildTestApp(env: Record<string, string> = {}, options: Pick<AppDeps, 'readLimits'> = {}): Promise<TestApp> {
+/**
+ * The whole app on a fresh database of the project's dialect, without a port (use app.inject);
+ * `readLimits` shortens bounds for a test, `delivery` sets the delivery workers (a clock, or
+ * `start: false` to drive them with app.dispatcher.runOnce()).
+ */
+export async function buildTestApp(env: Record<string, string> = {}, options: Pick<AppDeps, 'readLimits' | 'delivery'> = {}): Promise<TestApp> {
   const database = await freshStore();
   const { store, cleanup } = database;
   const config = loadConfig({ LOG_LEVEL: 'silent', ...ADMISSION_GATE_OFF, ...env });

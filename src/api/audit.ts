@@ -10,7 +10,7 @@ const AuditRecordSchema = Type.Object(
     id: Id('aud'),
     at: Timestamp,
     actor: Type.Object({
-      type: Type.Union([Type.Literal('user'), Type.Literal('key'), Type.Literal('cli')], {
+      type: Type.Union([Type.Literal('user'), Type.Literal('key'), Type.Literal('cli'), Type.Literal('system')], {
         description: 'user: a panel session; key: a management key; cli: an operator at the command line.',
       }),
       id: Type.Union([Type.String(), Type.Null()], { description: 'usr_… or key_…; the operating-system user for cli.' }),

@@ -1,5 +1,6 @@
 import type {} from '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AddressGuard } from '../destinations/address-guard.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import type { Accounts } from '../admin/accounts.js';
 import type { Mailer } from '../admin/mailer.js';
@@ -12,6 +13,7 @@ import { AppError } from '../errors.js';
 import type { Authenticator } from '../intake/authenticate.js';
 import type { KeyCache } from '../intake/key-cache.js';
 import type { LastUsedTracker } from '../intake/last-used.js';
+import { DestinationManagement } from '../services/destinations.js';
 import { Management, type ManagementOptions } from '../services/management.js';
 import type { Actor, Role, SessionRecord, Store } from '../store/store.js';
 
@@ -28,8 +30,10 @@ export interface ApiDeps {
   mailer: Mailer;
   /** Where a management key's use is recorded (written behind, as for intake). */
   lastUsed: LastUsedTracker;
-  /** Seals sources' signing secrets. */
+  /** Seals sources' signing secrets, and destinations' secrets and headers. */
   secrets: SecretBox;
+  /** Judges destinations' URLs (server-side request forgery). */
+  addressGuard: AddressGuard;
 }
 
 /** Who is calling /api/v1, for which company, allowed to do what. */
@@ -187,6 +191,18 @@ export function principalOf(request: FastifyRequest): Principal {
 /** The change service acting for this request's caller (their audit records name them). */
 export function managementFor(deps: ApiDeps, request: FastifyRequest): Management {
   return new Management(deps.store, managementOptions(deps.config, deps.secrets), principalOf(request).actor);
+}
+
+/** The destination service acting for this request's caller. */
+export function destinationsFor(deps: ApiDeps, request: FastifyRequest): DestinationManagement {
+  const options = { environment: deps.config.environment, secrets: deps.secrets, addressGuard: deps.addressGuard };
+  return new DestinationManagement(deps.store, options, principalOf(request).actor);
+}
+
+/** Refuses a caller without `permission`, which the route needs besides its own for what this request does; `message` says why. */
+export function requirePermission(request: FastifyRequest, permission: Permission, message: string): void {
+  const principal = principalOf(request);
+  if (!principal.permissions.has(permission)) throw new AppError(principal.session ? 'role_required' : 'insufficient_permissions', message);
 }
 
 export function managementOptions(config: Config, secrets?: SecretBox): ManagementOptions {

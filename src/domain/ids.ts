@@ -26,7 +26,7 @@ export function toBase62(value: number, width: number): string {
   return out.padStart(width, '0');
 }
 
-export type IdPrefix = 'cmp' | 'usr' | 'int' | 'key' | 'req' | 'aud' | 'inv' | 'sec';
+export type IdPrefix = 'cmp' | 'usr' | 'int' | 'key' | 'req' | 'aud' | 'inv' | 'sec' | 'dst' | 'dlv' | 'att';
 
 /** A new id with its type prefix, as Stripe and Svix do: `int_4Fh2…`. */
 export function newId(prefix: IdPrefix): string {

@@ -49,12 +49,14 @@ export class AdmissionGate {
 
   /**
    * The loop has not turned for longer than its bound (the current turn has run too long),
-   * or the oldest webhook waiting for its commit has waited longer than the queue's.
+   * or the oldest webhook waiting for its commit has waited longer than the queue's. With a
+   * `share` below 1, whether a share of either bound is reached: work that yields to intake
+   * (deliveries) stops there, before intake itself sheds.
    */
-  overloaded(now = performance.now()): boolean {
-    const lagging = this.timer !== undefined && now - this.lastTurnAt - TURN_INTERVAL_MS > this.maxLagMs;
+  overloaded(now = performance.now(), share = 1): boolean {
+    const lagging = this.timer !== undefined && now - this.lastTurnAt - TURN_INTERVAL_MS > this.maxLagMs * share;
     const queue = this.writeQueue;
-    return lagging || (queue !== undefined && queue.maxWaitMs > 0 && queue.waitMs(now) > queue.maxWaitMs);
+    return lagging || (queue !== undefined && queue.maxWaitMs > 0 && queue.waitMs(now) > queue.maxWaitMs * share);
   }
 
   /** Whether to take a request now; a refusal is counted in `shed`. */

@@ -17,6 +17,8 @@ export interface GroupCommitOptions {
   maxInFlight?: number;
   /** Seconds a refused sender is told to wait. */
   retryAfterSeconds?: number;
+  /** Called after a group with accepted webhooks commits (their deliveries may be due now). */
+  onAccepted?: () => void;
 }
 
 interface Waiting {
@@ -211,6 +213,7 @@ export class GroupCommitWriter {
       );
       this.failing = false;
       group.forEach((waiting, i) => waiting.resolve(outcomes[i]!));
+      if (outcomes.some((outcome) => outcome.kind === 'accepted')) this.options.onAccepted?.();
     } catch (error) {
       this.failing = true;
       this.log.error({ err: error, webhooks: group.length, logs: logs.length }, 'group commit failed');

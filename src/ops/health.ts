@@ -1,4 +1,5 @@
 import type { AppInstance } from '../app.js';
+import type { DeliveryDispatcher } from '../destinations/dispatcher.js';
 import type { AdmissionGate } from '../intake/admission.js';
 import type { AuthFailureLimiter } from '../intake/auth-failures.js';
 import type { GroupCommitWriter } from '../intake/group-commit.js';
@@ -10,6 +11,7 @@ export interface HealthDeps {
   counters: { unknownIntegrationRequests: number };
   admission: AdmissionGate;
   authFailures: AuthFailureLimiter;
+  dispatcher: DeliveryDispatcher;
 }
 
 /** Liveness, readiness and a few counters, for load balancers and monitoring. */
@@ -65,6 +67,17 @@ export async function healthRoutes(app: AppInstance, deps: HealthDeps): Promise<
         '# HELP intake_write_queue_depth Webhooks waiting for their group commit.',
         '# TYPE intake_write_queue_depth gauge',
         `intake_write_queue_depth ${deps.writer.queued}`,
+        '# HELP intake_delivery_attempts_total Delivery attempts made by this node, by outcome (retry: failed, another attempt scheduled).',
+        '# TYPE intake_delivery_attempts_total counter',
+        `intake_delivery_attempts_total{outcome="succeeded"} ${deps.dispatcher.counts.succeeded}`,
+        `intake_delivery_attempts_total{outcome="retry"} ${deps.dispatcher.counts.retried}`,
+        `intake_delivery_attempts_total{outcome="failed"} ${deps.dispatcher.counts.failed}`,
+        '# HELP intake_delivery_claims_shed_total Times this node skipped claiming deliveries because intake was near one of its bounds.',
+        '# TYPE intake_delivery_claims_shed_total counter',
+        `intake_delivery_claims_shed_total ${deps.dispatcher.counts.shed}`,
+        '# HELP intake_deliveries_in_flight Delivery requests this node is making now.',
+        '# TYPE intake_deliveries_in_flight gauge',
+        `intake_deliveries_in_flight ${deps.dispatcher.inFlightCount}`,
         '',
       ].join('\n'),
     ),

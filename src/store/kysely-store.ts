@@ -8,6 +8,31 @@ import { insertAudit, listAuditLog } from './queries/audit.js';
 import * as integrations from './queries/integrations.js';
 import * as logs from './queries/logs.js';
 import * as webhooks from './queries/webhooks.js';
+import * as deliveries from './queries/deliveries.js';
+import * as deliveryWork from './queries/delivery-work.js';
+import { destinationStats } from './queries/delivery-stats.js';
+import * as destinations from './queries/destinations.js';
+import { readFeed } from './queries/feed.js';
+import { insertDeliveries } from './queries/outbox.js';
+import type {
+  AttemptResult,
+  BulkOutcome,
+  ClaimedDelivery,
+  ClaimOptions,
+  Delivery,
+  DeliveryAttempt,
+  DeliveryQuery,
+  Destination,
+  DestinationChanges,
+  DestinationStats,
+  DisabledDestination,
+  FeedItem,
+  FeedQuery,
+  NewDestination,
+  ReplayFilter,
+  SendOutcome,
+  SendSelection,
+} from './destination-types.js';
 import type {
   RequestLogQuery,
   UsageBucket,
@@ -103,7 +128,7 @@ export class KyselyStore implements Store {
   }
 
   async purgeExpired(now: number): Promise<PurgeReport> {
-    const report: PurgeReport = { webhooks: 0, requestLog: 0, idempotencyKeys: 0, partitionsDropped: [] };
+    const report: PurgeReport = { webhooks: 0, requestLog: 0, idempotencyKeys: 0, deliveries: 0, partitionsDropped: [] };
     const companies = await this.db.selectFrom('companies').select(['id', 'retention_days']).execute();
     const longest = Math.max(DEFAULT_RETENTION_DAYS, ...companies.map((c) => c.retention_days));
     report.partitionsDropped = await this.dropPartitionsBefore(now - longest * DAY_MS);
@@ -111,6 +136,7 @@ export class KyselyStore implements Store {
       const cutoff = now - company.retention_days * DAY_MS;
       report.webhooks += await this.purgeCompanyRows('webhooks', 'uuid', company.id, cutoff);
       report.requestLog += await this.purgeCompanyRows('request_log', 'id', company.id, cutoff);
+      report.deliveries += await this.purgeDeliveries(company.id, cutoff);
     }
     const claimCutoff = now - IDEMPOTENCY_WINDOW_MS;
     report.idempotencyKeys = await this.purgeInBatches(() =>
@@ -146,6 +172,47 @@ export class KyselyStore implements Store {
    */
   protected async dropPartitionsBefore(_cutoff: number): Promise<string[]> {
     return [];
+  }
+
+  /**
+   * Deletes a company's deliveries and attempts older than `cutoff`, destination by
+   * destination (deleted ones too): each delete then walks its (company, destination, time)
+   * index. Returns the deliveries deleted.
+   */
+  private async purgeDeliveries(companyId: string, cutoff: number): Promise<number> {
+    const owned = await this.db.selectFrom('destinations').select('id').where('company_id', '=', companyId).execute();
+    let deleted = 0;
+    for (const { id } of owned) {
+      deleted += await this.purgeInBatches(() =>
+        this.db
+          .deleteFrom('deliveries')
+          .where('id', 'in', (eb) =>
+            eb
+              .selectFrom('deliveries')
+              .select('id')
+              .where('company_id', '=', companyId)
+              .where('destination_id', '=', id)
+              .where('created_at', '<', cutoff)
+              .limit(PURGE_BATCH),
+          )
+          .executeTakeFirst(),
+      );
+      await this.purgeInBatches(() =>
+        this.db
+          .deleteFrom('delivery_attempts')
+          .where('id', 'in', (eb) =>
+            eb
+              .selectFrom('delivery_attempts')
+              .select('id')
+              .where('company_id', '=', companyId)
+              .where('destination_id', '=', id)
+              .where('attempted_at', '<', cutoff)
+              .limit(PURGE_BATCH),
+          )
+          .executeTakeFirst(),
+      );
+    }
+    return deleted;
   }
 
   /** Deletes a company's rows of a time-series table older than `cutoff`, a batch at a time. */
@@ -242,9 +309,13 @@ export class KyselyStore implements Store {
     return this.db.transaction().execute(async (trx) => {
       const outcomes = await resolveIdempotency(trx, webhooks);
       const accepted = webhooks.filter((_, i) => outcomes[i]!.kind === 'accepted');
-      for (const chunk of chunks(accepted)) {
-        await trx.insertInto('webhooks').values(chunk.map(webhookRow)).execute();
+      // Feed positions in commit order (null: the database's column defaults number them).
+      const firstSeq = accepted.length === 0 ? null : await this.types.reserveFeedSeqs(trx, accepted.length);
+      const rows = accepted.map((webhook, i) => (firstSeq === null ? webhookRow(webhook) : { ...webhookRow(webhook), feed_seq: firstSeq + i }));
+      for (const chunk of chunks(rows)) {
+        await trx.insertInto('webhooks').values(chunk).execute();
       }
+      await insertDeliveries(trx, accepted);
       const allLogs = [...logs, ...webhooks.map((w, i) => requestLogOf(w.log, outcomes[i]!))];
       for (const chunk of chunks(allLogs)) {
         await trx.insertInto('request_log').values(chunk.map(requestLogRow)).execute();
@@ -844,6 +915,67 @@ export class KyselyStore implements Store {
   async companyOfKey(keyId: string): Promise<string | undefined> {
     const row = await this.db.selectFrom('api_keys').select('company_id').where('id', '=', keyId).executeTakeFirst();
     return row?.company_id;
+  }
+
+  // --- destinations and deliveries (queries/destinations.ts, deliveries.ts, delivery-work.ts) ---
+  claimDeliveries(now: number, options: ClaimOptions): Promise<ClaimedDelivery[]> {
+    return deliveryWork.claimDeliveries(this.db, this.types, now, options);
+  }
+  finishAttempts(results: AttemptResult[], now: number, disableAfterMs: number): Promise<DisabledDestination[]> {
+    return deliveryWork.finishAttempts(this.db, this.types, results, now, disableAfterMs);
+  }
+  reconcileHeldDeliveries(now: number, limit: number): Promise<number> {
+    return deliveryWork.reconcileHeldDeliveries(this.db, now, limit);
+  }
+  createDestination(companyId: string, destination: NewDestination, audit: AuditEvent): Promise<Destination> {
+    return destinations.createDestination(this.db, companyId, destination, audit);
+  }
+  listDestinations(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Destination[]> {
+    return destinations.listDestinations(this.db, companyId, query);
+  }
+  getDestination(companyId: string, destinationId: string): Promise<Destination | undefined> {
+    return destinations.findLiveDestination(this.db, companyId, destinationId);
+  }
+  updateDestination(companyId: string, destinationId: string, changes: DestinationChanges, at: number, audit: AuditEvent) {
+    return destinations.updateDestination(this.db, this.types, companyId, destinationId, changes, at, audit);
+  }
+  deleteDestination(companyId: string, destinationId: string, at: number, audit: AuditEvent): Promise<boolean> {
+    return destinations.deleteDestination(this.db, companyId, destinationId, at, audit);
+  }
+  listDeliveries(companyId: string, query: DeliveryQuery): Promise<Delivery[]> {
+    return deliveries.listDeliveries(this.db, companyId, query);
+  }
+  getDelivery(companyId: string, deliveryId: string): Promise<Delivery | undefined> {
+    return deliveries.getDelivery(this.db, companyId, deliveryId);
+  }
+  listDeliveryAttempts(companyId: string, deliveryId: string, limit: number): Promise<DeliveryAttempt[]> {
+    return deliveries.listDeliveryAttempts(this.db, companyId, deliveryId, limit);
+  }
+  replayDelivery(companyId: string, deliveryId: string, at: number, audit: AuditEvent): Promise<Delivery | undefined> {
+    return deliveries.replayDelivery(this.db, companyId, deliveryId, at, audit);
+  }
+  replayDeliveries(companyId: string, filter: ReplayFilter, at: number, limit: number, audit: AuditEvent): Promise<BulkOutcome> {
+    return deliveries.replayDeliveries(this.db, companyId, filter, at, limit, audit);
+  }
+  sendToDestination(
+    companyId: string,
+    destinationId: string,
+    selection: SendSelection,
+    at: number,
+    limit: number,
+    audit: AuditEvent,
+  ): Promise<SendOutcome> {
+    return deliveries.sendToDestination(this.db, companyId, destinationId, selection, at, limit, audit);
+  }
+  destinationStats(
+    companyId: string,
+    destinationId: string,
+    query: { since: number; until: number; bucketMs: number; now: number },
+  ): Promise<DestinationStats> {
+    return destinationStats(this.db, companyId, destinationId, query);
+  }
+  readFeed(companyId: string, query: FeedQuery): Promise<FeedItem[]> {
+    return readFeed(this.db, this.types, companyId, query);
   }
 }
 

@@ -21,6 +21,10 @@ export interface Database {
   invitations: InvitationsTable;
   password_resets: PasswordResetsTable;
   source_secrets: SourceSecretsTable;
+  destinations: DestinationsTable;
+  deliveries: DeliveriesTable;
+  delivery_attempts: DeliveryAttemptsTable;
+  feed_sequence: FeedSequenceTable;
 }
 
 export interface CompaniesTable {
@@ -105,6 +109,8 @@ export interface WebhooksTable {
   idempotency_key: string | null;
   /** `envelope` (the API key's `{event, data}`), or a provider's own `json` or `form`: where `data` comes from. */
   payload_format: Generated<string>;
+  /** The feed's position (store/sqlite/feed.ts, store/postgres/feed.ts); null for webhooks older than the feed. */
+  feed_seq: Generated<number | null>;
 }
 
 export interface IdempotencyKeysTable {
@@ -217,4 +223,82 @@ export interface SourceSecretsTable {
   created_at: number;
   /** Null: live until replaced; otherwise the end of its overlap with its successor. */
   expires_at: number | null;
+}
+
+/** A company's URL that receives its matching webhooks (src/store/destination-types.ts). */
+export interface DestinationsTable {
+  id: string;
+  company_id: string;
+  name: string;
+  url: string;
+  /** JSON list of integration ids; null: every integration. */
+  integration_ids: string | null;
+  /** JSON list of patterns. */
+  event_patterns: string;
+  /** The extra headers as a JSON object, sealed with INTAKE_SECRETS_KEY; null: none. */
+  headers_sealed: string | null;
+  /** JSON list of the extra headers' names (shown; the values are not). */
+  header_names: Generated<string>;
+  /** The `whsec_` signing secret, sealed. */
+  secret_sealed: string;
+  previous_secret_sealed: string | null;
+  previous_secret_expires_at: number | null;
+  timeout_ms: number;
+  rate_per_second: number | null;
+  max_in_flight: number;
+  status: Generated<string>;
+  disabled_reason: string | null;
+  status_changed_at: number;
+  needs_reconcile: Generated<number>;
+  failing_since: number | null;
+  last_success_at: number | null;
+  rate_window_start: Generated<number>;
+  rate_window_count: Generated<number>;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+}
+
+/** One webhook to one destination: the outbox row, written with its webhook. */
+export interface DeliveriesTable {
+  id: string;
+  company_id: string;
+  destination_id: string;
+  webhook_uuid: string;
+  webhook_received_at: number;
+  integration_id: string;
+  event: string;
+  state: string;
+  attempts: Generated<number>;
+  series: Generated<number>;
+  /** Due time; while leased, the lease's end. */
+  next_attempt_at: number | null;
+  /** Set while an attempt is in flight: its result applies only with the same token. */
+  lease_token: string | null;
+  last_attempt_at: number | null;
+  last_status: number | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface DeliveryAttemptsTable {
+  id: string;
+  company_id: string;
+  delivery_id: string;
+  destination_id: string;
+  series: number;
+  number: number;
+  attempted_at: number;
+  duration_ms: number;
+  status: number | null;
+  error: string | null;
+  response_excerpt: string | null;
+  next_attempt_at: number | null;
+}
+
+/** SQLite only: the next feed position (store/sqlite/feed.ts). */
+export interface FeedSequenceTable {
+  id: number;
+  next: number;
 }

@@ -2,6 +2,28 @@ import type { Scope } from '../domain/api-key.js';
 import type { Cursor, PageCursor } from '../domain/cursor.js';
 import type { Role } from '../domain/permissions.js';
 import type { ProviderType, SourceConfig, SourceType } from '../sources/provider.js';
+import type {
+  AttemptResult,
+  BulkOutcome,
+  ClaimedDelivery,
+  ClaimOptions,
+  Delivery,
+  DeliveryAttempt,
+  DeliveryQuery,
+  Destination,
+  DestinationChanges,
+  DestinationStats,
+  DisabledDestination,
+  FeedItem,
+  FeedQuery,
+  NewDestination,
+  ReplayFilter,
+  SendOutcome,
+  SendSelection,
+} from './destination-types.js';
+
+export type * from './destination-types.js';
+export { DELIVERY_STATES, STATS_MAX_ATTEMPTS } from './destination-types.js';
 
 /**
  * The storage interface. Every method that reads or changes a company's data takes the
@@ -33,7 +55,34 @@ export interface Store {
   recordKeyUsage(usages: KeyUsage[]): Promise<void>;
 
   // Intake: one transaction for a group of requests, rows carry their company.
+  /**
+   * Stores the group: webhooks (idempotency decided here), their request-log rows, and the
+   * outbox: a delivery for every destination of the company each accepted webhook matches,
+   * in the same transaction, so an acknowledged webhook never lacks its deliveries.
+   */
   commitBatch(webhooks: PendingWebhook[], logs: RequestLogEntry[]): Promise<CommitOutcome[]>;
+
+  // Delivery workers: like commitBatch, these serve every company; rows carry theirs.
+  /**
+   * Claims due deliveries of active destinations, within each destination's requests in
+   * flight and rate per second, leasing each until now + its timeout + options.leaseMs
+   * (its next_attempt_at): a node that dies lets its claims go then. Several nodes claim
+   * at once without taking the same delivery.
+   */
+  claimDeliveries(now: number, options: ClaimOptions): Promise<ClaimedDelivery[]>;
+  /**
+   * Records attempts and settles or reschedules their deliveries, each only while it still
+   * holds the lease it was claimed with (an attempt is recorded either way: it was made).
+   * Tracks each destination's failure streak and disables one failing for `disableAfterMs`
+   * without a success, or answering 410 Gone, with its audit record.
+   */
+  finishAttempts(results: AttemptResult[], now: number, disableAfterMs: number): Promise<DisabledDestination[]>;
+  /**
+   * Moves up to `limit` deliveries between `pending` and `held` to follow their
+   * destination's status (paused or disabled: held; active again: pending, due now), so
+   * claims never scan a paused destination's backlog. Returns how many moved.
+   */
+  reconcileHeldDeliveries(now: number, limit: number): Promise<number>;
 
   /**
    * Retention: deletes webhooks and request-log rows older than their company's retention,
@@ -253,6 +302,52 @@ export interface Store {
   listCompanyRequestLog(companyId: string, query: RequestLogQuery): Promise<RequestLogEntry[]>;
   /** Webhook sends (POST) per time bucket by outcome, oldest bucket first; empty buckets left out. */
   countUsage(companyId: string, query: UsageQuery): Promise<UsageBucket[]>;
+
+  // --- management API: destinations and their deliveries ---
+  createDestination(companyId: string, destination: NewDestination, audit: AuditEvent): Promise<Destination>;
+  /** The company's live destinations, newest first (cursor: created_at and id of the last). */
+  listDestinations(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Destination[]>;
+  getDestination(companyId: string, destinationId: string): Promise<Destination | undefined>;
+  /** Changes a live destination; its state before and after, or undefined when there is none. */
+  updateDestination(
+    companyId: string,
+    destinationId: string,
+    changes: DestinationChanges,
+    at: number,
+    audit: AuditEvent,
+  ): Promise<{ before: Destination; after: Destination } | undefined>;
+  /** Deletes a destination; its pending and held deliveries are cancelled. False when there is none. */
+  deleteDestination(companyId: string, destinationId: string, at: number, audit: AuditEvent): Promise<boolean>;
+  /** Deliveries newest first, of one destination or one webhook (the query names one). */
+  listDeliveries(companyId: string, query: DeliveryQuery): Promise<Delivery[]>;
+  getDelivery(companyId: string, deliveryId: string): Promise<Delivery | undefined>;
+  /** A delivery's attempts, newest first. */
+  listDeliveryAttempts(companyId: string, deliveryId: string, limit: number): Promise<DeliveryAttempt[]>;
+  /** Starts a new attempt series for one delivery (whatever its state but cancelled); undefined when there is none. */
+  replayDelivery(companyId: string, deliveryId: string, at: number, audit: AuditEvent): Promise<Delivery | undefined>;
+  /** Starts a new series for up to `limit` deliveries matching the filter (cancelled and in-flight ones left out). */
+  replayDeliveries(companyId: string, filter: ReplayFilter, at: number, limit: number, audit: AuditEvent): Promise<BulkOutcome>;
+  /** Creates deliveries to the destination for stored webhooks that have none to it yet, up to `limit`. */
+  sendToDestination(
+    companyId: string,
+    destinationId: string,
+    selection: SendSelection,
+    at: number,
+    limit: number,
+    audit: AuditEvent,
+  ): Promise<SendOutcome>;
+  /** Attempts of the range (the newest STATS_MAX_ATTEMPTS), in `bucketMs` buckets, and the backlog now. */
+  destinationStats(
+    companyId: string,
+    destinationId: string,
+    query: { since: number; until: number; bucketMs: number; now: number },
+  ): Promise<DestinationStats>;
+  /**
+   * The company's webhooks oldest first after a position: each once, in the order their
+   * transactions committed (PostgreSQL: only transactions that can no longer be overtaken
+   * by one still running). Bounded by `limit` and WEBHOOK_PAGE_BYTES of bodies.
+   */
+  readFeed(companyId: string, query: FeedQuery): Promise<FeedItem[]>;
 
   // --- management API: members and company settings ---
   /** The company's members with their email, newest first (cursor: when added and user id). */
@@ -588,6 +683,8 @@ export interface PurgeReport {
   webhooks: number;
   requestLog: number;
   idempotencyKeys: number;
+  /** Deliveries (with their attempts) past their company's retention. */
+  deliveries: number;
   /** Whole time partitions dropped (PostgreSQL), by table name. */
   partitionsDropped: string[];
 }
@@ -691,8 +788,9 @@ export interface UsageBucket {
 
 /** Who made a change: a panel user, a management key, or an operator at the command line. */
 export interface Actor {
-  type: 'user' | 'key' | 'cli';
-  /** usr_… or key_…; the operating-system user for the CLI. */
+  /** `system`: intake itself (a destination disabled for failing). */
+  type: 'user' | 'key' | 'cli' | 'system';
+  /** usr_… or key_…; the operating-system user for the CLI; null for the system. */
   id: string | null;
   ip: string | null;
 }

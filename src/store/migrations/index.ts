@@ -1,10 +1,12 @@
-import type { CreateTableBuilder, Kysely, Migration, MigrationProvider, RawBuilder, SqlBool } from 'kysely';
+import type { CreateTableBuilder, Kysely, Migration, MigrationProvider, RawBuilder, SelectQueryBuilder, SqlBool } from 'kysely';
+import type { FeedCursor } from '../destination-types.js';
 import * as initial from './0001-initial.js';
 import * as logOrderAndClaimAge from './0002-log-order-and-claim-age.js';
 import * as management from './0003-management.js';
 import * as companyLogIndexes from './0004-company-log-indexes.js';
 import * as accounts from './0005-accounts.js';
 import * as sources from './0006-sources.js';
+import * as destinations from './0007-destinations.js';
 
 /**
  * What differs between dialects in a table definition (and in the one query that needs
@@ -40,6 +42,37 @@ export interface DialectTypes {
    * pointer. What lets a page of webhooks stop at a byte budget before loading bodies.
    */
   binaryLength(column: string): RawBuilder<number>;
+  /**
+   * Rows a delivery worker takes: PostgreSQL locks them and skips rows another node holds
+   * (`FOR UPDATE OF <table> SKIP LOCKED`), so nodes claim at once without taking the same
+   * row or waiting for each other; SQLite has one writer, whose transaction is the lock.
+   */
+  lockSkippingLocked<S extends SelectQueryBuilder<any, any, any>>(select: S, table: string): S;
+  /** Rows a transaction changes after reading them (`FOR UPDATE` on PostgreSQL; SQLite's writer holds the database). */
+  lockForUpdate<S extends SelectQueryBuilder<any, any, any>>(select: S): S;
+  /**
+   * Adds the feed's position to `webhooks` (migration 0007): SQLite a `feed_seq` that
+   * commitBatch assigns from one counter row (its single writer commits in that order);
+   * PostgreSQL the id of the inserting transaction (`feed_xid`, xid8) and a sequence number
+   * within it, both set by column defaults.
+   */
+  addFeedPosition(db: Kysely<unknown>): Promise<void>;
+  /**
+   * The first of `count` consecutive feed positions for a commit's webhooks, reserved in its
+   * transaction; null where the database sets them itself (PostgreSQL).
+   */
+  reserveFeedSeqs(db: Kysely<any>, count: number): Promise<number | null>;
+  /**
+   * The heads (uuid, time, body size, position) of the company's webhooks after `after`,
+   * oldest first. PostgreSQL returns only rows of transactions older than every one still
+   * running (`pg_snapshot_xmin`): a transaction that began earlier but commits later can
+   * then never land behind a reader's position.
+   */
+  feedHeads(
+    db: Kysely<any>,
+    companyId: string,
+    query: { after: FeedCursor | null; limit: number },
+  ): Promise<Array<{ uuid: string; receivedAt: number; sizeBytes: number; position: FeedCursor }>>;
 }
 
 /** The channel a node listens on to hear that a key or an integration changed. */
@@ -58,6 +91,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0004-company-log-indexes': companyLogIndexes,
   '0005-accounts': accounts,
   '0006-sources': sources,
+  '0007-destinations': destinations,
 };
 
 /** Every migration's name, in order: what a new database gets. */

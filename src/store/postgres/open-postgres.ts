@@ -8,6 +8,7 @@ import { queryLog, type QueryObserver } from '../query-log.js';
 import type { PurgeReport } from '../store.js';
 import { AuthChangeListener } from './auth-listener.js';
 import { IntakePostgresDialect } from './introspector.js';
+import { postgresFeed } from './feed.js';
 import { dropPartitionsBefore, ensurePartitions } from './partitions.js';
 
 const POSTGRES_TYPES: DialectTypes = {
@@ -36,6 +37,9 @@ const POSTGRES_TYPES: DialectTypes = {
   // body that is not valid UTF-8).
   binaryContainsText: (column, needle) => sql`strpos(convert_from(${sql.ref(column)}, 'UTF8'), ${needle}) > 0`,
   binaryLength: (column) => sql<number>`octet_length(${sql.ref(column)})`,
+  lockSkippingLocked: (select, table) => select.forUpdate(table).skipLocked() as typeof select,
+  lockForUpdate: (select) => select.forUpdate() as typeof select,
+  ...postgresFeed,
 };
 
 export interface PostgresOptions {

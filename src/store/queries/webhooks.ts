@@ -122,7 +122,7 @@ export async function readBodies<W extends WebhookSummary>(
  * The leading heads whose bodies fit in `budget` bytes, and always the first: a page of one
  * webhook larger than the budget still moves the cursor on.
  */
-export function withinBudget(heads: readonly WebhookHead[], budget: number): WebhookHead[] {
+export function withinBudget<H extends WebhookHead>(heads: readonly H[], budget: number): H[] {
   let total = 0;
   let count = 0;
   for (const head of heads) {

@@ -6,6 +6,7 @@ import type { Database } from '../schema.js';
 import { KyselyStore } from '../kysely-store.js';
 import type { DialectTypes } from '../migrations/index.js';
 import { queryLog, type QueryObserver } from '../query-log.js';
+import { sqliteFeed } from './feed.js';
 import { SqliteThread } from './store-thread.js';
 import { ThreadedSqliteStore } from './threaded-store.js';
 
@@ -20,6 +21,10 @@ const SQLITE_TYPES: DialectTypes = {
   // instr, not LIKE: SQLite's LIKE ignores ASCII case.
   binaryContainsText: (column, needle) => sql`instr(cast(${sql.ref(column)} as text), ${needle}) > 0`,
   binaryLength: (column) => sql<number>`length(${sql.ref(column)})`,
+  // One writer at a time: the transaction (begun IMMEDIATE) is the lock.
+  lockSkippingLocked: (select) => select,
+  lockForUpdate: (select) => select,
+  ...sqliteFeed,
 };
 
 export interface SqliteStoreOptions {

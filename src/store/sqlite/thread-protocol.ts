@@ -6,8 +6,23 @@ import type { Store } from '../store.js';
  * the threaded store delegates exactly these.
  */
 export const THREAD_METHODS = {
-  /** The writes intake makes all the time (not the API's rare changes), and a ping. */
-  commit: ['commitBatch', 'recordKeyUsage', 'purgeExpired', 'ping'],
+  /**
+   * The writes intake makes all the time (not the API's rare changes): commits, the delivery
+   * workers' claims and results, and the API's bulk writes (replays, sends), which would
+   * otherwise wait for this thread's lock by sleeping on the event loop. And a ping.
+   */
+  commit: [
+    'commitBatch',
+    'recordKeyUsage',
+    'purgeExpired',
+    'claimDeliveries',
+    'finishAttempts',
+    'reconcileHeldDeliveries',
+    'replayDelivery',
+    'replayDeliveries',
+    'sendToDestination',
+    'ping',
+  ],
   /**
    * The reads whose cost grows with what they read: webhooks (bodies), the request log,
    * usage, the audit log, key callers and counts. Sign-in, sessions and key lookups stay on
@@ -28,6 +43,10 @@ export const THREAD_METHODS = {
     'listAuditLog',
     'listKeyCallers',
     'countKeyRequests',
+    'listDeliveries',
+    'listDeliveryAttempts',
+    'destinationStats',
+    'readFeed',
     'ping',
   ],
 } as const satisfies Record<string, ReadonlyArray<keyof Store>>;

@@ -55,6 +55,24 @@ export class ThreadedSqliteStore extends KyselyStore {
   override purgeExpired(...args: Args<'purgeExpired'>) {
     return this.commitThread.call('purgeExpired', ...args);
   }
+  override claimDeliveries(...args: Args<'claimDeliveries'>) {
+    return this.commitThread.call('claimDeliveries', ...args);
+  }
+  override finishAttempts(...args: Args<'finishAttempts'>) {
+    return this.commitThread.call('finishAttempts', ...args);
+  }
+  override reconcileHeldDeliveries(...args: Args<'reconcileHeldDeliveries'>) {
+    return this.commitThread.call('reconcileHeldDeliveries', ...args);
+  }
+  override replayDelivery(...args: Args<'replayDelivery'>) {
+    return this.commitThread.call('replayDelivery', ...args);
+  }
+  override replayDeliveries(...args: Args<'replayDeliveries'>) {
+    return this.commitThread.call('replayDeliveries', ...args);
+  }
+  override sendToDestination(...args: Args<'sendToDestination'>) {
+    return this.commitThread.call('sendToDestination', ...args);
+  }
 
   // --- the read thread ---
   override listWebhooks(...args: Args<'listWebhooks'>) {
@@ -98,5 +116,17 @@ export class ThreadedSqliteStore extends KyselyStore {
   }
   override countKeyRequests(...args: Args<'countKeyRequests'>) {
     return this.readThread.call('countKeyRequests', ...args);
+  }
+  override listDeliveries(...args: Args<'listDeliveries'>) {
+    return this.readThread.call('listDeliveries', ...args);
+  }
+  override listDeliveryAttempts(...args: Args<'listDeliveryAttempts'>) {
+    return this.readThread.call('listDeliveryAttempts', ...args);
+  }
+  override destinationStats(...args: Args<'destinationStats'>) {
+    return this.readThread.call('destinationStats', ...args);
+  }
+  override readFeed(...args: Args<'readFeed'>) {
+    return this.readThread.call('readFeed', ...args);
   }
 }

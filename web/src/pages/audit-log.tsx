@@ -249,9 +249,9 @@ function draftOf(filters: Filters) {
 
 function actionTone(action: string): Tone {
   const verb = action.slice(action.lastIndexOf('.') + 1);
-  if (['create', 'add', 'enable'].includes(verb)) return 'good';
+  if (['create', 'add', 'enable', 'resume'].includes(verb)) return 'good';
   if (['delete', 'remove', 'revoke', 'disable'].includes(verb)) return 'bad';
-  if (['rotate', 'role_change'].includes(verb)) return 'warn';
+  if (['rotate', 'secret_rotate', 'role_change', 'pause'].includes(verb)) return 'warn';
   return 'info';
 }
 
@@ -267,11 +267,21 @@ const ACTOR_TYPES: Record<AuditRecord['actor']['type'], string> = {
   user: 'user',
   key: 'management key',
   cli: 'command line',
+  system: 'intake',
 };
 
 function Actor({ record, names }: { record: AuditRecord; names: Names }) {
   const { type, id, ip } = record.actor;
-  const label = id === null ? undefined : type === 'user' ? names.user(id) : type === 'key' ? names.key(id) : `operator ${id}`;
+  const label =
+    type === 'system'
+      ? 'on its own'
+      : id === null
+        ? undefined
+        : type === 'user'
+          ? names.user(id)
+          : type === 'key'
+            ? names.key(id)
+            : `operator ${id}`;
   return (
     <div className="audit-actor">
       <span className="muted small">{ACTOR_TYPES[type] ?? type}</span>{' '}
@@ -285,7 +295,7 @@ function Actor({ record, names }: { record: AuditRecord; names: Names }) {
   );
 }
 
-/** A word for the target: the member's email, the integration's name, the key's prefix. */
+/** A word for the target: the member's email, the integration's or destination's name, the key's prefix. */
 function targetLabel(record: AuditRecord, names: Names): string | undefined {
   const { type, id } = record.target;
   const state = (isObject(record.after) ? record.after : isObject(record.before) ? record.before : {}) as Record<string, unknown>;
@@ -302,6 +312,8 @@ function targetLabel(record: AuditRecord, names: Names): string | undefined {
     }
     case 'company':
       return names.company(id) ?? text(state.name);
+    case 'destination':
+      return text(state.name);
     default:
       return undefined;
   }

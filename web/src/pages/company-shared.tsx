@@ -54,7 +54,7 @@ export interface CreatedManagementKey {
 export interface AuditRecord {
   id: string;
   at: string;
-  actor: { type: 'user' | 'key' | 'cli'; id: string | null; ip: string | null };
+  actor: { type: 'user' | 'key' | 'cli' | 'system'; id: string | null; ip: string | null };
   action: string;
   target: { type: string; id: string };
   before: unknown;
@@ -114,6 +114,15 @@ export const AUDIT_ACTIONS = [
   'key.revoke',
   'management_key.create',
   'management_key.revoke',
+  'destination.create',
+  'destination.update',
+  'destination.pause',
+  'destination.resume',
+  'destination.disable',
+  'destination.delete',
+  'destination.secret_rotate',
+  'destination.send',
+  'delivery.replay',
 ] as const;
 
 export const MAX_RETENTION_DAYS = 3650;

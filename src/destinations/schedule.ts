@@ -1,0 +1,74 @@
+/**
+ * When a failed delivery is tried again: a fixed schedule like the field's (Svix, Hookdeck),
+ * stretched or shrunk by jitter so that the deliveries a receiver's outage failed together
+ * do not all come back in the same second, and pushed back by the receiver's own
+ * `Retry-After` when it asks to slow down. Pure: the caller gives the clock and the dice.
+ */
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+
+/** The wait after failed attempt n (1-based) is `RETRY_DELAYS_MS[n - 1]`, before jitter. */
+export const RETRY_DELAYS_MS: readonly number[] = [5 * SECOND, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR, 10 * HOUR, 10 * HOUR];
+
+/** Attempts in one series: the first, then one per delay. */
+export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
+
+/** The most a `Retry-After` may push an attempt back: a receiver cannot park deliveries for ever. */
+const MAX_RETRY_AFTER_MS = 24 * HOUR;
+
+const JITTER = 0.1;
+
+const DAY = '(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)';
+const LONG_DAY = '(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day';
+const MONTH = '(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)';
+const TIME = '\\d{2}:\\d{2}:\\d{2}';
+
+/**
+ * The three forms of an HTTP-date (RFC 9110, 5.6.7), checked before Date.parse, which
+ * reads almost anything ("1" is a date in 2001 to it). asctime's has no zone; it is GMT.
+ */
+const HTTP_DATES: ReadonlyArray<[RegExp, string]> = [
+  [new RegExp(`^${DAY}, \\d{2} ${MONTH} \\d{4} ${TIME} GMT$`), ''],
+  [new RegExp(`^${LONG_DAY}, \\d{2}-${MONTH}-\\d{2} ${TIME} GMT$`), ''],
+  [new RegExp(`^${DAY} ${MONTH} [ \\d]\\d ${TIME} \\d{4}$`), ' GMT'],
+];
+
+/**
+ * A `Retry-After` header as the milliseconds to wait from `now`: delta seconds or an
+ * HTTP-date (a date already past is 0). Null when absent or unreadable.
+ */
+export function parseRetryAfter(value: string | undefined, now: number): number | null {
+  if (value === undefined) return null;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Math.min(Number(text) * SECOND, Number.MAX_SAFE_INTEGER);
+  const form = HTTP_DATES.find(([pattern]) => pattern.test(text));
+  if (form === undefined) return null;
+  const at = Date.parse(text + form[1]);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+/** What `nextAttemptAt` needs to know of the attempt just made. */
+export interface AttemptResult {
+  /** The number (1-based) of the attempt just made. */
+  attempt: number;
+  now: number;
+  /** Its HTTP status; null when there was no answer. */
+  status: number | null;
+  /** Its answer's `Retry-After`, parsed (`parseRetryAfter`). */
+  retryAfterMs: number | null;
+  /** Uniform in [0, 1); the jitter factor is 0.9 + 0.2 × random(). */
+  random?: () => number;
+}
+
+/** When the next attempt after a failed one is due (ms since the epoch); null after the last. */
+export function nextAttemptAt({ attempt, now, status, retryAfterMs, random = Math.random }: AttemptResult): number | null {
+  if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be a whole number from 1, not ${attempt}`);
+  const base = RETRY_DELAYS_MS[attempt - 1];
+  if (base === undefined) return null;
+  let delay = base * (1 - JITTER + 2 * JITTER * random());
+  // On a 3xx, Retry-After says when to follow the redirect, which intake never does.
+  if ((status === 429 || status === 503) && retryAfterMs !== null) delay = Math.max(delay, Math.min(retryAfterMs, MAX_RETRY_AFTER_MS));
+  return now + Math.round(delay);
+}

@@ -1,0 +1,269 @@
+import type { PageCursor } from '../domain/cursor.js';
+import type { PayloadFormat } from './store.js';
+
+/**
+ * Destinations and their deliveries as the store hands them over: the company's own URLs
+ * that receive, at least once, every accepted webhook matching their filters
+ * (docs/destinations.md). The Store interface (store.ts) holds the methods.
+ */
+
+/** `active` sends; `paused` (by a person) and `disabled` (by intake) hold their deliveries. */
+export type DestinationStatus = 'active' | 'paused' | 'disabled';
+
+export interface Destination {
+  id: string;
+  companyId: string;
+  name: string;
+  url: string;
+  /** Null: every integration of the company. */
+  integrationIds: string[] | null;
+  /** Non-empty; `*` matches any run of characters (src/domain/event-patterns.ts). */
+  eventPatterns: string[];
+  /** The extra headers' names; their values stay sealed in the store. */
+  headerNames: string[];
+  timeoutMs: number;
+  /** Null: no limit. */
+  ratePerSecond: number | null;
+  maxInFlight: number;
+  status: DestinationStatus;
+  /** Why intake disabled it, in words; null unless disabled. */
+  disabledReason: string | null;
+  /** When it last changed status (paused, resumed, disabled). */
+  statusChangedAt: number;
+  /** The first failed attempt since the last success; null while it succeeds. */
+  failingSince: number | null;
+  lastSuccessAt: number | null;
+  /** While a rotation's overlap lasts, the previous secret also signs until then. */
+  previousSecretExpiresAt: number | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** A destination as created: every setting, its secret and headers sealed. */
+export interface NewDestination {
+  id: string;
+  name: string;
+  url: string;
+  integrationIds: string[] | null;
+  eventPatterns: string[];
+  /** The headers as a sealed JSON object, or null for none. */
+  headersSealed: string | null;
+  headerNames: string[];
+  timeoutMs: number;
+  ratePerSecond: number | null;
+  maxInFlight: number;
+  secretSealed: string;
+  createdAt: number;
+}
+
+/** What an update may change; a header set replaces the whole set. */
+export type DestinationChanges = Partial<
+  Pick<NewDestination, 'name' | 'url' | 'integrationIds' | 'eventPatterns' | 'timeoutMs' | 'ratePerSecond' | 'maxInFlight'>
+> & {
+  headers?: { sealed: string | null; names: string[] };
+  /** A new signing secret; the previous one keeps signing until `previousExpiresAt`. */
+  secret?: { sealed: string; previousExpiresAt: number };
+  /**
+   * `active` from paused or disabled clears the failure streak; `paused` by a person;
+   * `disabled` only by intake (finishAttempts).
+   */
+  status?: Exclude<DestinationStatus, 'disabled'>;
+};
+
+/**
+ * `pending`: waiting for its next attempt, or in flight; `held`: its destination is paused
+ * or disabled (pending again when it is resumed); `succeeded`; `failed`: the schedule ran
+ * out, or the webhook was purged first (the dead letter, replayable); `cancelled`: its
+ * destination was deleted.
+ */
+export type DeliveryState = 'pending' | 'held' | 'succeeded' | 'failed' | 'cancelled';
+export const DELIVERY_STATES: readonly DeliveryState[] = ['pending', 'held', 'succeeded', 'failed', 'cancelled'];
+
+export interface Delivery {
+  id: string;
+  companyId: string;
+  destinationId: string;
+  webhookUuid: string;
+  webhookReceivedAt: number;
+  integrationId: string;
+  event: string;
+  state: DeliveryState;
+  /** Attempts made in the current series (a replay starts a new series at 0). */
+  attempts: number;
+  /** 0: the original series; n: the n-th replay. */
+  series: number;
+  /** When the next attempt is due (in flight: when its lease ends); null once settled or held. */
+  nextAttemptAt: number | null;
+  lastAttemptAt: number | null;
+  lastStatus: number | null;
+  lastError: string | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** Why an attempt failed; null for a 2xx (src/destinations/sender.ts classifies). */
+export type AttemptErrorClass =
+  | 'http_status'
+  | 'redirect'
+  | 'timeout'
+  | 'connection_refused'
+  | 'connection_reset'
+  | 'dns'
+  | 'tls'
+  | 'blocked_address'
+  | 'webhook_purged'
+  | 'other';
+
+export interface DeliveryAttempt {
+  id: string;
+  deliveryId: string;
+  destinationId: string;
+  series: number;
+  /** 1-based within its series. */
+  number: number;
+  attemptedAt: number;
+  durationMs: number;
+  status: number | null;
+  error: AttemptErrorClass | null;
+  /** The first 1 KiB of the answer's body, as text. */
+  responseExcerpt: string | null;
+  /** When the next attempt was scheduled; null when this one settled the delivery. */
+  nextAttemptAt: number | null;
+}
+
+/** A delivery claimed for one attempt: what the sender needs, the destination's secrets still sealed. */
+export interface ClaimedDelivery {
+  id: string;
+  companyId: string;
+  destinationId: string;
+  /** Must come back with the result: a lease that ended and was claimed again is not this one's. */
+  leaseToken: string;
+  series: number;
+  /** The number this attempt will have. */
+  attempt: number;
+  webhookUuid: string;
+  integrationId: string;
+  event: string;
+  destination: {
+    url: string;
+    timeoutMs: number;
+    secretSealed: string;
+    /** Signs too while a rotation's overlap lasts. */
+    previousSecretSealed: string | null;
+    headersSealed: string | null;
+  };
+  /** Null when retention purged the webhook before it could be sent. */
+  webhook: { rawBody: Buffer; contentType: string; payloadFormat: PayloadFormat } | null;
+}
+
+export interface ClaimOptions {
+  /** Deliveries to claim at most. */
+  limit: number;
+  /** How long a claim lasts past `now` plus the destination's timeout: a node that dies lets it go then. */
+  leaseMs: number;
+}
+
+/** The outcome of one attempt, reported by the node that made it. */
+export interface AttemptResult {
+  deliveryId: string;
+  companyId: string;
+  destinationId: string;
+  leaseToken: string;
+  /** Its series and number are the claim's. */
+  attempt: Omit<DeliveryAttempt, 'id' | 'deliveryId' | 'destinationId'>;
+  /** `succeeded`, `failed` (for good), or `retry` at attempt.nextAttemptAt. */
+  outcome: 'succeeded' | 'failed' | 'retry';
+  /** The receiver said 410 Gone: the destination is disabled at once. */
+  gone: boolean;
+}
+
+/** A destination intake disabled while applying results: the dispatcher logs it. */
+export interface DisabledDestination {
+  companyId: string;
+  destinationId: string;
+  reason: string;
+}
+
+export interface DeliveryQuery {
+  destinationId?: string;
+  webhookUuid?: string;
+  state?: DeliveryState;
+  event?: string;
+  since?: number;
+  until?: number;
+  limit: number;
+  /** created_at and id of the last delivery of the previous page (newest first). */
+  cursor?: PageCursor;
+}
+
+/** Deliveries to replay: one destination's, filtered. */
+export interface ReplayFilter {
+  destinationId: string;
+  state?: DeliveryState;
+  event?: string;
+  since?: number;
+  until?: number;
+}
+
+/** Stored webhooks to send to a destination that has no delivery of them yet. */
+export interface SendSelection {
+  /** These webhooks (at most 100), whatever the destination's filters. */
+  webhookUuids?: string[];
+  /** Or a range of received times, taking only webhooks the destination's filters match. */
+  since?: number;
+  until?: number;
+  event?: string;
+}
+
+export interface BulkOutcome {
+  count: number;
+  /** Whether more matched than the call's limit: call again. */
+  more: boolean;
+}
+
+export interface SendOutcome extends BulkOutcome {
+  /** Webhooks selected that the destination already had a delivery of. */
+  skipped: number;
+  /** When a range was read only in part: the `since` of the next call. */
+  nextSince?: number;
+}
+
+export interface DestinationStats {
+  attempts: number;
+  succeeded: number;
+  failed: number;
+  latencyMs: { p50: number | null; p90: number | null; p99: number | null };
+  backlog: { pending: number; held: number; inFlight: number; oldestDueAt: number | null };
+  buckets: Array<{ start: number; succeeded: number; failed: number; p50Ms: number | null; p99Ms: number | null }>;
+  /** Whether the attempts read stopped at STATS_MAX_ATTEMPTS (the figures cover the newest). */
+  truncated: boolean;
+}
+
+/** Attempts one stats read takes into account at most (the newest of the range). */
+export const STATS_MAX_ATTEMPTS = 50_000;
+
+/**
+ * Where a feed reader is: opaque to clients. `txid` orders PostgreSQL's transactions (0 on
+ * SQLite, whose single writer commits in `seq` order).
+ */
+export interface FeedCursor {
+  /** A PostgreSQL xid8 in decimal; '0' on SQLite. */
+  txid: string;
+  seq: number;
+}
+
+/** The feed is the company's: a consumer that wants one integration filters on integration_id (an index per integration would cost every webhook). */
+export interface FeedQuery {
+  after: FeedCursor | null;
+  limit: number;
+}
+
+export interface FeedItem {
+  uuid: string;
+  integrationId: string;
+  event: string;
+  receivedAt: number;
+  rawBody: Buffer;
+  payloadFormat: PayloadFormat;
+  position: FeedCursor;
+}

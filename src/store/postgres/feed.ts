@@ -1,0 +1,45 @@
+import { sql } from 'kysely';
+import type { DialectTypes } from '../migrations/index.js';
+
+/**
+ * The feed's position on PostgreSQL, where several nodes commit at once: a sequence number
+ * alone is taken at insert, not at commit, so a reader could pass a number whose
+ * transaction commits a moment later and never see it. Each row also keeps the id of its
+ * transaction (xid8), and the feed shows only rows of transactions older than the oldest
+ * one still running (`pg_snapshot_xmin`): those have all ended, and every transaction to
+ * come has a larger id. Order: (transaction, sequence).
+ *
+ * Both columns are added without a default, then given one: a volatile default on ADD
+ * COLUMN would rewrite every partition; this way old rows keep null (not in the feed) and
+ * the migration is instant.
+ */
+export const postgresFeed: Pick<DialectTypes, 'addFeedPosition' | 'reserveFeedSeqs' | 'feedHeads'> = {
+  async addFeedPosition(db) {
+    await sql`alter table webhooks add column feed_xid xid8, add column feed_seq bigint`.execute(db);
+    await sql`create sequence webhooks_feed_seq`.execute(db);
+    await sql`alter table webhooks alter column feed_xid set default pg_current_xact_id(),
+      alter column feed_seq set default nextval('webhooks_feed_seq')`.execute(db);
+    await sql`create index webhooks_feed on webhooks (company_id, feed_xid, feed_seq)`.execute(db);
+  },
+
+  // The column defaults number the rows.
+  reserveFeedSeqs: async () => null,
+
+  async feedHeads(db, companyId, query) {
+    const after = query.after;
+    const { rows } = await sql<{ uuid: string; received_at: number; size_bytes: number; txid: string; seq: number }>`
+      select uuid, received_at, octet_length(raw_body) as size_bytes, feed_xid::text as txid, feed_seq as seq
+      from webhooks
+      where company_id = ${companyId}
+        and feed_xid < pg_snapshot_xmin(pg_current_snapshot())
+        and ${after ? sql`(feed_xid, feed_seq) > (${after.txid}::xid8, ${after.seq})` : sql`feed_xid is not null`}
+      order by feed_xid, feed_seq
+      limit ${query.limit}`.execute(db);
+    return rows.map((row) => ({
+      uuid: row.uuid,
+      receivedAt: Number(row.received_at),
+      sizeBytes: Number(row.size_bytes),
+      position: { txid: row.txid, seq: Number(row.seq) },
+    }));
+  },
+};

@@ -1,0 +1,89 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../schema.js';
+import { STATS_MAX_ATTEMPTS, type DestinationStats } from '../store.js';
+
+/**
+ * A destination's health as the panel charts it: attempts of a range (the newest
+ * STATS_MAX_ATTEMPTS: a read that cannot grow with traffic), their outcome and latency by
+ * bucket, and the backlog now, counted from the partial indexes of unsettled rows.
+ */
+export async function destinationStats(
+  db: Kysely<Database>,
+  companyId: string,
+  destinationId: string,
+  query: { since: number; until: number; bucketMs: number; now: number },
+): Promise<DestinationStats> {
+  const rows = await db
+    .selectFrom('delivery_attempts')
+    .select(['attempted_at', 'duration_ms', 'error'])
+    .where('company_id', '=', companyId)
+    .where('destination_id', '=', destinationId)
+    .where('attempted_at', '>=', query.since)
+    .where('attempted_at', '<', query.until)
+    .orderBy('attempted_at', 'desc')
+    .limit(STATS_MAX_ATTEMPTS + 1)
+    .execute();
+  const truncated = rows.length > STATS_MAX_ATTEMPTS;
+  const attempts = rows.slice(0, STATS_MAX_ATTEMPTS);
+
+  const buckets = new Map<number, { succeeded: number; failed: number; durations: number[] }>();
+  for (const attempt of attempts) {
+    const start = query.since + Math.floor((Number(attempt.attempted_at) - query.since) / query.bucketMs) * query.bucketMs;
+    const bucket = buckets.get(start) ?? { succeeded: 0, failed: 0, durations: [] };
+    if (attempt.error === null) bucket.succeeded++;
+    else bucket.failed++;
+    bucket.durations.push(attempt.duration_ms);
+    buckets.set(start, bucket);
+  }
+  const succeeded = attempts.filter((attempt) => attempt.error === null).length;
+  const durations = attempts.map((attempt) => attempt.duration_ms).sort((a, b) => a - b);
+
+  const open = await db
+    .selectFrom('deliveries')
+    .select(['state', (eb) => eb.fn.countAll<number>().as('count')])
+    .where('destination_id', '=', destinationId)
+    .where('state', 'in', ['pending', 'held'])
+    .groupBy('state')
+    .execute();
+  const count = (state: string) => Number(open.find((row) => row.state === state)?.count ?? 0);
+  const inFlight = await db
+    .selectFrom('deliveries')
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .where('destination_id', '=', destinationId)
+    .where('lease_token', 'is not', null)
+    .where('next_attempt_at', '>', query.now)
+    .executeTakeFirst();
+  const oldest = await db
+    .selectFrom('deliveries')
+    .select((eb) => eb.fn.min('next_attempt_at').as('due'))
+    .where('destination_id', '=', destinationId)
+    .where('state', '=', 'pending')
+    .where('lease_token', 'is', null)
+    .executeTakeFirst();
+
+  return {
+    attempts: attempts.length,
+    succeeded,
+    failed: attempts.length - succeeded,
+    latencyMs: { p50: percentile(durations, 0.5), p90: percentile(durations, 0.9), p99: percentile(durations, 0.99) },
+    backlog: {
+      pending: count('pending'),
+      held: count('held'),
+      inFlight: Number(inFlight?.count ?? 0),
+      oldestDueAt: oldest?.due === null || oldest?.due === undefined ? null : Number(oldest.due),
+    },
+    buckets: [...buckets.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([start, bucket]) => {
+        const sorted = bucket.durations.sort((a, b) => a - b);
+        return { start, succeeded: bucket.succeeded, failed: bucket.failed, p50Ms: percentile(sorted, 0.5), p99Ms: percentile(sorted, 0.99) };
+      }),
+    truncated,
+  };
+}
+
+/** The nearest-rank percentile of sorted values; null when there are none. */
+function percentile(sorted: readonly number[], p: number): number | null {
+  if (sorted.length === 0) return null;
+  return sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
+}

@@ -1,0 +1,177 @@
+import type { Kysely, Selectable, Updateable } from 'kysely';
+import type { PageCursor } from '../../domain/cursor.js';
+import type { DialectTypes } from '../migrations/index.js';
+import type { Database, DestinationsTable } from '../schema.js';
+import type { AuditEvent, Destination, DestinationChanges, DestinationStatus, NewDestination } from '../store.js';
+import { insertAudit } from './audit.js';
+
+/** A company's destinations: their settings, sealed secrets and status (the management side). */
+
+export function destinationOfRow(row: Selectable<DestinationsTable>): Destination {
+  return {
+    id: row.id,
+    companyId: row.company_id,
+    name: row.name,
+    url: row.url,
+    integrationIds: row.integration_ids === null ? null : (JSON.parse(row.integration_ids) as string[]),
+    eventPatterns: JSON.parse(row.event_patterns) as string[],
+    headerNames: JSON.parse(row.header_names) as string[],
+    timeoutMs: row.timeout_ms,
+    ratePerSecond: row.rate_per_second,
+    maxInFlight: row.max_in_flight,
+    status: row.status as DestinationStatus,
+    disabledReason: row.disabled_reason,
+    statusChangedAt: Number(row.status_changed_at),
+    failingSince: row.failing_since === null ? null : Number(row.failing_since),
+    lastSuccessAt: row.last_success_at === null ? null : Number(row.last_success_at),
+    previousSecretExpiresAt: row.previous_secret_expires_at === null ? null : Number(row.previous_secret_expires_at),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+  };
+}
+
+export async function createDestination(
+  db: Kysely<Database>,
+  companyId: string,
+  destination: NewDestination,
+  audit: AuditEvent,
+): Promise<Destination> {
+  return db.transaction().execute(async (trx) => {
+    await trx
+      .insertInto('destinations')
+      .values({
+        id: destination.id,
+        company_id: companyId,
+        name: destination.name,
+        url: destination.url,
+        integration_ids: destination.integrationIds === null ? null : JSON.stringify(destination.integrationIds),
+        event_patterns: JSON.stringify(destination.eventPatterns),
+        headers_sealed: destination.headersSealed,
+        header_names: JSON.stringify(destination.headerNames),
+        secret_sealed: destination.secretSealed,
+        previous_secret_sealed: null,
+        previous_secret_expires_at: null,
+        timeout_ms: destination.timeoutMs,
+        rate_per_second: destination.ratePerSecond,
+        max_in_flight: destination.maxInFlight,
+        disabled_reason: null,
+        status_changed_at: destination.createdAt,
+        failing_since: null,
+        last_success_at: null,
+        created_at: destination.createdAt,
+        updated_at: destination.createdAt,
+        deleted_at: null,
+      })
+      .execute();
+    await insertAudit(trx, companyId, { ...audit, targetId: destination.id });
+    return (await findLiveDestination(trx, companyId, destination.id))!;
+  });
+}
+
+/** The company's destination with this id, unless it was deleted. */
+export async function findLiveDestination(db: Kysely<Database>, companyId: string, destinationId: string): Promise<Destination | undefined> {
+  const row = await liveDestination(db, companyId, destinationId).selectAll().executeTakeFirst();
+  return row && destinationOfRow(row);
+}
+
+function liveDestination(db: Kysely<Database>, companyId: string, destinationId: string) {
+  return db
+    .selectFrom('destinations')
+    .where('company_id', '=', companyId)
+    .where('id', '=', destinationId)
+    .where('deleted_at', 'is', null);
+}
+
+/** The company's live destinations, newest first. */
+export async function listDestinations(
+  db: Kysely<Database>,
+  companyId: string,
+  query: { limit: number; cursor?: PageCursor },
+): Promise<Destination[]> {
+  let select = db.selectFrom('destinations').selectAll().where('company_id', '=', companyId).where('deleted_at', 'is', null);
+  const cursor = query.cursor;
+  if (cursor) {
+    select = select.where((eb) =>
+      eb.or([eb('created_at', '<', cursor.at), eb.and([eb('created_at', '=', cursor.at), eb('id', '<', cursor.id)])]),
+    );
+  }
+  const rows = await select.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(query.limit).execute();
+  return rows.map(destinationOfRow);
+}
+
+/**
+ * Applies the changes to a live destination in one transaction with its audit record. A
+ * status change marks it for the pending/held moves (reconcileHeldDeliveries); turning it
+ * active again clears its failure streak and the reason it was disabled.
+ */
+export async function updateDestination(
+  db: Kysely<Database>,
+  types: DialectTypes,
+  companyId: string,
+  destinationId: string,
+  changes: DestinationChanges,
+  at: number,
+  audit: AuditEvent,
+): Promise<{ before: Destination; after: Destination } | undefined> {
+  return db.transaction().execute(async (trx) => {
+    const row = await types.lockForUpdate(liveDestination(trx, companyId, destinationId).selectAll()).executeTakeFirst();
+    if (!row) return undefined;
+    const before = destinationOfRow(row);
+    const set: Updateable<DestinationsTable> = { updated_at: at };
+    if (changes.name !== undefined) set.name = changes.name;
+    if (changes.url !== undefined) set.url = changes.url;
+    if (changes.integrationIds !== undefined) set.integration_ids = changes.integrationIds === null ? null : JSON.stringify(changes.integrationIds);
+    if (changes.eventPatterns !== undefined) set.event_patterns = JSON.stringify(changes.eventPatterns);
+    if (changes.timeoutMs !== undefined) set.timeout_ms = changes.timeoutMs;
+    if (changes.ratePerSecond !== undefined) set.rate_per_second = changes.ratePerSecond;
+    if (changes.maxInFlight !== undefined) set.max_in_flight = changes.maxInFlight;
+    if (changes.headers !== undefined) {
+      set.headers_sealed = changes.headers.sealed;
+      set.header_names = JSON.stringify(changes.headers.names);
+    }
+    if (changes.secret !== undefined) {
+      set.previous_secret_sealed = row.secret_sealed;
+      set.previous_secret_expires_at = changes.secret.previousExpiresAt;
+      set.secret_sealed = changes.secret.sealed;
+    }
+    if (changes.status !== undefined && changes.status !== before.status) {
+      set.status = changes.status;
+      set.status_changed_at = at;
+      set.needs_reconcile = 1;
+      if (changes.status === 'active') {
+        set.disabled_reason = null;
+        set.failing_since = null;
+      }
+    }
+    await trx.updateTable('destinations').set(set).where('company_id', '=', companyId).where('id', '=', destinationId).execute();
+    const after = (await findLiveDestination(trx, companyId, destinationId))!;
+    await insertAudit(trx, companyId, { ...audit, before: audit.before ?? before, after: audit.after ?? after });
+    return { before, after };
+  });
+}
+
+/**
+ * Deletes the destination (kept for its history). What it had not delivered yet is
+ * cancelled by reconcileHeldDeliveries in batches, not here: a paused destination's backlog
+ * can be millions of rows, too many for one transaction; no claim takes them meanwhile.
+ */
+export async function deleteDestination(
+  db: Kysely<Database>,
+  companyId: string,
+  destinationId: string,
+  at: number,
+  audit: AuditEvent,
+): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const deleted = await trx
+      .updateTable('destinations')
+      .set({ deleted_at: at, updated_at: at, needs_reconcile: 1 })
+      .where('company_id', '=', companyId)
+      .where('id', '=', destinationId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    if (Number(deleted.numUpdatedRows) === 0) return false;
+    await insertAudit(trx, companyId, audit);
+    return true;
+  });
+}

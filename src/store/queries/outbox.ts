@@ -1,0 +1,63 @@
+import type { Kysely } from 'kysely';
+import { matchesEvent } from '../../domain/event-patterns.js';
+import { newId } from '../../domain/ids.js';
+import type { Database } from '../schema.js';
+import type { PendingWebhook } from '../store.js';
+
+/** Rows per multi-row insert: under SQLite's 32,766 bound variables at 17 columns. */
+const CHUNK = 500;
+
+/**
+ * The outbox: inside commitBatch's transaction, one delivery row per (accepted webhook,
+ * destination of its company that it matches). Read here, in the transaction, rather than
+ * from a cache: a destination created a moment before a webhook is committed gets it.
+ * A destination that is paused or disabled gets its rows `held`, to be sent once resumed.
+ */
+export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly PendingWebhook[]): Promise<number> {
+  if (accepted.length === 0) return 0;
+  const companies = [...new Set(accepted.map((webhook) => webhook.companyId))];
+  const destinations = await trx
+    .selectFrom('destinations')
+    .select(['id', 'company_id', 'integration_ids', 'event_patterns', 'status'])
+    .where('company_id', 'in', companies)
+    .where('deleted_at', 'is', null)
+    .execute();
+  if (destinations.length === 0) return 0;
+  const filters = destinations.map((row) => ({
+    id: row.id,
+    companyId: row.company_id,
+    integrationIds: row.integration_ids === null ? null : new Set(JSON.parse(row.integration_ids) as string[]),
+    patterns: JSON.parse(row.event_patterns) as string[],
+    active: row.status === 'active',
+  }));
+  const rows = accepted.flatMap((webhook) =>
+    filters
+      .filter(
+        (d) =>
+          d.companyId === webhook.companyId &&
+          (d.integrationIds === null || d.integrationIds.has(webhook.integrationId)) &&
+          matchesEvent(d.patterns, webhook.event),
+      )
+      .map((d) => ({
+        id: newId('dlv'),
+        company_id: webhook.companyId,
+        destination_id: d.id,
+        webhook_uuid: webhook.uuid,
+        webhook_received_at: webhook.receivedAt,
+        integration_id: webhook.integrationId,
+        event: webhook.event,
+        state: d.active ? 'pending' : 'held',
+        next_attempt_at: d.active ? webhook.receivedAt : null,
+        lease_token: null,
+        last_attempt_at: null,
+        last_status: null,
+        last_error: null,
+        created_at: webhook.receivedAt,
+        updated_at: webhook.receivedAt,
+      })),
+  );
+  for (let i = 0; i < rows.length; i += CHUNK) {
+    await trx.insertInto('deliveries').values(rows.slice(i, i + CHUNK)).execute();
+  }
+  return rows.length;
+}

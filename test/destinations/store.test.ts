@@ -1,0 +1,307 @@
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { newId } from '../../src/domain/ids.js';
+import type { Actor, AttemptResult, AuditEvent, ClaimedDelivery, NewDestination, Store } from '../../src/store/store.js';
+import { freshDatabase, testDialect, type TestDatabase } from '../support/databases.js';
+import { withClient } from '../support/postgres-server.js';
+import { createIntegration, createTenant, webhook, type Owner } from '../support/webhooks.js';
+
+/**
+ * The outbox and its workers' side of the store, on each database: delivery rows written
+ * with their webhooks, claims with leases shared by two nodes, budgets per destination,
+ * results applied only under their lease, failure streaks, held deliveries, replays, sends,
+ * stats and the feed's order.
+ */
+
+const T0 = Date.UTC(2026, 0, 5, 9, 0, 0);
+const LEASE = { limit: 100, leaseMs: 30_000 };
+const DAY = 24 * 3600 * 1000;
+const ACTOR: Actor = { type: 'cli', id: 'test', ip: null };
+
+let db: TestDatabase;
+let store: Store;
+let owner: Owner;
+
+beforeEach(async () => {
+  db = await freshDatabase();
+  store = db.store;
+  owner = await createTenant(store);
+});
+afterEach(() => db.cleanup());
+
+function audit(action: string, targetId = ''): AuditEvent {
+  return { actor: ACTOR, action, targetType: 'destination', targetId, at: T0 };
+}
+
+async function destination(companyId: string, settings: Partial<NewDestination> = {}): Promise<string> {
+  const id = newId('dst');
+  await store.createDestination(
+    companyId,
+    {
+      id,
+      name: 'Orders service',
+      url: 'https://orders.example.com/hooks',
+      integrationIds: null,
+      eventPatterns: ['*'],
+      headersSealed: null,
+      headerNames: [],
+      timeoutMs: 15_000,
+      ratePerSecond: null,
+      maxInFlight: 10,
+      secretSealed: 'sealed-secret',
+      createdAt: T0,
+      ...settings,
+    },
+    audit('destination.create', id),
+  );
+  return id;
+}
+
+async function commit(owners: Array<[Owner, { event?: string; idempotencyKey?: string }?]>, at = T0) {
+  const pending = owners.map(([o, options], i) => webhook(o, at + i, options));
+  const outcomes = await store.commitBatch(pending, []);
+  return pending.map((p, i) => ({ uuid: p.uuid, outcome: outcomes[i]!.kind }));
+}
+
+function result(claimed: ClaimedDelivery, outcome: AttemptResult['outcome'], at: number, extra: Partial<AttemptResult['attempt']> = {}): AttemptResult {
+  return {
+    deliveryId: claimed.id,
+    companyId: claimed.companyId,
+    destinationId: claimed.destinationId,
+    leaseToken: claimed.leaseToken,
+    outcome,
+    gone: extra.status === 410,
+    attempt: {
+      series: claimed.series,
+      number: claimed.attempt,
+      attemptedAt: at,
+      durationMs: 12,
+      status: outcome === 'succeeded' ? 204 : 500,
+      error: outcome === 'succeeded' ? null : 'http_status',
+      responseExcerpt: 'ok',
+      nextAttemptAt: outcome === 'retry' ? at + 5000 : null,
+      ...extra,
+    },
+  };
+}
+
+describe('the outbox', () => {
+  test('each accepted webhook gets a delivery per destination it matches, in its own commit; a replay gets none', async () => {
+    const other = await createIntegration(store, owner.companyId);
+    const everything = await destination(owner.companyId);
+    const orders = await destination(owner.companyId, { eventPatterns: ['order.*'] });
+    const onlyOther = await destination(owner.companyId, { integrationIds: [other.integrationId] });
+    const stranger = await createTenant(store);
+    await destination(stranger.companyId);
+
+    const [paid, created, fromOther] = await commit([[owner, { event: 'invoice.paid', idempotencyKey: 'k1' }], [owner, { event: 'order.created' }], [other, { event: 'order.created.v2' }]]);
+    const deliveries = await db.query<{ destination_id: string; webhook_uuid: string; state: string }>(
+      'select destination_id, webhook_uuid, state from deliveries',
+    );
+    const pairs = deliveries.map((d) => `${d.destination_id}:${d.webhook_uuid}`).sort();
+    expect(pairs).toEqual(
+      [
+        `${everything}:${paid!.uuid}`,
+        `${everything}:${created!.uuid}`,
+        `${everything}:${fromOther!.uuid}`,
+        `${orders}:${created!.uuid}`,
+        `${orders}:${fromOther!.uuid}`,
+        `${onlyOther}:${fromOther!.uuid}`,
+      ].sort(),
+    );
+    expect(new Set(deliveries.map((d) => d.state))).toEqual(new Set(['pending']));
+
+    const again = await store.commitBatch([{ ...webhook(owner, T0 + 10, { event: 'invoice.paid', idempotencyKey: 'k1' }), rawBody: Buffer.from(JSON.stringify({ event: 'invoice.paid', data: { at: T0 } })) }], []);
+    expect(again[0]!.kind).not.toBe('accepted');
+    expect(await db.query('select id from deliveries')).toHaveLength(6);
+  });
+
+  test('a paused destination gets its deliveries held, and they become pending when it is resumed', async () => {
+    const id = await destination(owner.companyId);
+    await store.updateDestination(owner.companyId, id, { status: 'paused' }, T0, audit('destination.pause', id));
+    await commit([[owner], [owner]]);
+    expect((await db.query<{ state: string }>('select state from deliveries')).map((r) => r.state)).toEqual(['held', 'held']);
+    expect(await store.claimDeliveries(T0 + 1000, LEASE)).toEqual([]);
+
+    await store.updateDestination(owner.companyId, id, { status: 'active' }, T0 + 2000, audit('destination.resume', id));
+    expect(await store.reconcileHeldDeliveries(T0 + 2000, 1000)).toBe(2);
+    expect(await store.reconcileHeldDeliveries(T0 + 2000, 1000)).toBe(0);
+    expect(await store.claimDeliveries(T0 + 2000, LEASE)).toHaveLength(2);
+  });
+});
+
+describe('claims', () => {
+  test('two nodes never claim the same delivery; an expired lease is claimed again and its late result no longer applies', async () => {
+    await destination(owner.companyId, { maxInFlight: 1000 });
+    await commit(Array.from({ length: 40 }, () => [owner] as [Owner]));
+    const other = db.openAnother();
+    // At once on PostgreSQL; on SQLite (one node) two connections of one thread would only wait for each other.
+    const claims = [() => store.claimDeliveries(T0 + 100, { limit: 25, leaseMs: 30_000 }), () => other.claimDeliveries(T0 + 100, { limit: 25, leaseMs: 30_000 })];
+    const [mine, theirs]: ClaimedDelivery[][] =
+      testDialect() === 'postgres' ? await Promise.all(claims.map((claim) => claim())) : [await claims[0]!(), await claims[1]!()];
+    const ids = [...mine!, ...theirs!].map((c) => c.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids).toHaveLength(40);
+    expect(mine![0]!.webhook!.rawBody.toString()).toContain('invoice.paid');
+    expect(mine![0]!.webhook!.contentType).toBe('application/json');
+    expect(mine![0]!.attempt).toBe(1);
+
+    // Nothing is due while the leases run (timeout 15 s + 30 s).
+    expect(await store.claimDeliveries(T0 + 40_000, LEASE)).toEqual([]);
+    const reclaimed = await other.claimDeliveries(T0 + 46_000, LEASE);
+    expect(reclaimed).toHaveLength(40);
+    expect(reclaimed.find((c) => c.id === mine![0]!.id)!.attempt).toBe(2);
+
+    // The first node reports late: its attempt is recorded, the delivery is the new lease's.
+    await store.finishAttempts([result(mine![0]!, 'succeeded', T0 + 47_000)], T0 + 47_000, 5 * DAY);
+    const delivery = await store.getDelivery(owner.companyId, mine![0]!.id);
+    expect(delivery!.state).toBe('pending');
+    expect(await store.listDeliveryAttempts(owner.companyId, mine![0]!.id, 10)).toHaveLength(1);
+
+    await other.finishAttempts([result(reclaimed.find((c) => c.id === mine![0]!.id)!, 'succeeded', T0 + 47_000)], T0 + 47_000, 5 * DAY);
+    expect((await store.getDelivery(owner.companyId, mine![0]!.id))!.state).toBe('succeeded');
+  });
+
+  test("a destination's requests in flight and rate per second hold across nodes", async () => {
+    await destination(owner.companyId, { maxInFlight: 3 });
+    const limited = await destination(owner.companyId, { maxInFlight: 100, ratePerSecond: 4, eventPatterns: ['rated.*'] });
+    await commit(Array.from({ length: 10 }, () => [owner, { event: 'x' }] as [Owner, { event: string }]));
+    await commit(Array.from({ length: 10 }, () => [owner, { event: 'rated.one' }] as [Owner, { event: string }]));
+    const other = db.openAnother();
+    const first = await store.claimDeliveries(T0 + 100, LEASE);
+    const second = await other.claimDeliveries(T0 + 200, LEASE);
+    const byDestination = (claims: ClaimedDelivery[], id: string) => claims.filter((c) => c.destinationId === id).length;
+    // The first destination (3 in flight) also gets the rated events: 3 at most in flight.
+    expect(first.length + second.length - byDestination([...first, ...second], limited)).toBe(3);
+    expect(byDestination(first, limited) + byDestination(second, limited)).toBe(4);
+    // The next second allows four more of the rated one.
+    expect(byDestination(await store.claimDeliveries(T0 + 1100, LEASE), limited)).toBe(4);
+  });
+});
+
+describe('results', () => {
+  test('a retry is due at its time, a success settles, the last failure is the dead letter', async () => {
+    await destination(owner.companyId);
+    await commit([[owner]]);
+    const [first] = await store.claimDeliveries(T0, LEASE);
+    await store.finishAttempts([result(first!, 'retry', T0 + 10)], T0 + 10, 5 * DAY);
+    expect(await store.claimDeliveries(T0 + 5000, LEASE)).toEqual([]);
+    const [second] = await store.claimDeliveries(T0 + 5010, LEASE);
+    expect(second!.attempt).toBe(2);
+    await store.finishAttempts([result(second!, 'failed', T0 + 5020)], T0 + 5020, 5 * DAY);
+    const delivery = (await store.getDelivery(owner.companyId, first!.id))!;
+    expect(delivery).toMatchObject({ state: 'failed', attempts: 2, nextAttemptAt: null, lastStatus: 500, lastError: 'http_status' });
+    const attempts = await store.listDeliveryAttempts(owner.companyId, first!.id, 10);
+    expect(attempts.map((a) => [a.number, a.nextAttemptAt])).toEqual([
+      [2, null],
+      [1, T0 + 5010],
+    ]);
+  });
+
+  test('failing without a success for the chosen span disables the destination, as a 410 does at once, with an audit record', async () => {
+    const failing = await destination(owner.companyId);
+    await commit([[owner]]);
+    const [first] = await store.claimDeliveries(T0, LEASE);
+    await store.finishAttempts([result(first!, 'retry', T0)], T0, DAY);
+    const [second] = await store.claimDeliveries(T0 + DAY, LEASE);
+    const disabled = await store.finishAttempts([result(second!, 'retry', T0 + DAY)], T0 + DAY, DAY);
+    expect(disabled).toEqual([{ companyId: owner.companyId, destinationId: failing, reason: expect.stringContaining('failing since') }]);
+    expect((await store.getDestination(owner.companyId, failing))!).toMatchObject({ status: 'disabled', failingSince: T0 });
+    expect(await store.claimDeliveries(T0 + 2 * DAY, LEASE)).toEqual([]);
+    expect(await store.reconcileHeldDeliveries(T0 + 2 * DAY, 100)).toBe(1);
+
+    const gone = await destination(owner.companyId);
+    await commit([[owner]], T0 + 3 * DAY);
+    const claimed = (await store.claimDeliveries(T0 + 3 * DAY, LEASE)).filter((c) => c.destinationId === gone);
+    await store.finishAttempts([result(claimed[0]!, 'retry', T0 + 3 * DAY, { status: 410 })], T0 + 3 * DAY, 5 * DAY);
+    expect((await store.getDestination(owner.companyId, gone))!.disabledReason).toMatch(/410 Gone/);
+    const records = await store.listAuditLog(owner.companyId, { limit: 50, action: 'destination.disable' });
+    expect(records.map((r) => [r.targetId, r.actor.type])).toEqual(
+      expect.arrayContaining([
+        [failing, 'system'],
+        [gone, 'system'],
+      ]),
+    );
+  });
+});
+
+describe('replay and send', () => {
+  test('a replay starts a new series; a bulk replay takes the filter; a deleted destination cancels what it had not sent', async () => {
+    const id = await destination(owner.companyId);
+    await commit([[owner], [owner], [owner]]);
+    const claimed = await store.claimDeliveries(T0 + 5, LEASE);
+    await store.finishAttempts(
+      claimed.map((c, i) => result(c, i === 0 ? 'succeeded' : 'failed', T0 + 1)),
+      T0 + 1,
+      5 * DAY,
+    );
+    const replayed = await store.replayDelivery(owner.companyId, claimed[0]!.id, T0 + 10, audit('delivery.replay'));
+    expect(replayed).toMatchObject({ state: 'pending', series: 1, attempts: 0, nextAttemptAt: T0 + 10 });
+    expect(await store.replayDelivery('cmp_NotTheOwner0000000000', claimed[0]!.id, T0, audit('delivery.replay'))).toBeUndefined();
+    const bulk = await store.replayDeliveries(owner.companyId, { destinationId: id, state: 'failed' }, T0 + 20, 1, audit('delivery.replay'));
+    expect(bulk).toEqual({ count: 1, more: true });
+    const next = await store.claimDeliveries(T0 + 30, LEASE);
+    expect(next.map((c) => [c.series, c.attempt])).toEqual([
+      [1, 1],
+      [1, 1],
+    ]);
+
+    expect(await store.deleteDestination(owner.companyId, id, T0 + 40, audit('destination.delete', id))).toBe(true);
+    await store.reconcileHeldDeliveries(T0 + 40, 1000);
+    const states = await db.query<{ state: string }>('select state from deliveries order by state');
+    // The one failed delivery not replayed stays failed: settled rows are history.
+    expect(states.map((s) => s.state)).toEqual(['cancelled', 'cancelled', 'failed']);
+  });
+
+  test('stored webhooks are sent to a destination created after them, once each, through its filters', async () => {
+    const before = await commit([[owner, { event: 'order.created' }], [owner, { event: 'invoice.paid' }], [owner, { event: 'order.paid' }]]);
+    const id = await destination(owner.companyId, { eventPatterns: ['order.*'] });
+    const range = await store.sendToDestination(owner.companyId, id, { since: T0 - 1, until: T0 + 10 }, T0 + 100, 10_000, audit('destination.send', id));
+    expect(range).toEqual({ count: 2, skipped: 0, more: false });
+    const again = await store.sendToDestination(owner.companyId, id, { since: T0 - 1, until: T0 + 10 }, T0 + 100, 10_000, audit('destination.send', id));
+    expect(again).toEqual({ count: 0, skipped: 2, more: false });
+    const named = await store.sendToDestination(owner.companyId, id, { webhookUuids: [before[1]!.uuid] }, T0 + 100, 10_000, audit('destination.send', id));
+    expect(named).toEqual({ count: 1, skipped: 0, more: false });
+    const stranger = await createTenant(store);
+    expect(await store.sendToDestination(stranger.companyId, id, { webhookUuids: [before[0]!.uuid] }, T0, 10, audit('destination.send', id))).toMatchObject({ count: 0 });
+  });
+});
+
+test('stats count attempts, their latency and the backlog', async () => {
+  const id = await destination(owner.companyId);
+  await commit([[owner], [owner], [owner], [owner]]);
+  const claimed = await store.claimDeliveries(T0 + 100, { limit: 3, leaseMs: 30_000 });
+  await store.finishAttempts(
+    claimed.map((c, i) => result(c, i === 2 ? 'retry' : 'succeeded', T0 + 1000 * i, { durationMs: 10 * (i + 1) })),
+    T0 + 3000,
+    5 * DAY,
+  );
+  const stats = await store.destinationStats(owner.companyId, id, { since: T0 - 3600_000, until: T0 + 3600_000, bucketMs: 3600_000, now: T0 + 3000 });
+  expect(stats).toMatchObject({ attempts: 3, succeeded: 2, failed: 1, latencyMs: { p50: 20, p90: 30, p99: 30 }, truncated: false });
+  expect(stats.backlog).toEqual({ pending: 2, held: 0, inFlight: 0, oldestDueAt: T0 + 3 });
+  expect(stats.buckets).toEqual([{ start: T0, succeeded: 2, failed: 1, p50Ms: 20, p99Ms: 30 }]);
+});
+
+describe('the feed', () => {
+  test('gives each webhook once, oldest first, resumable from a position, per company', async () => {
+    const stranger = await createTenant(store);
+    const first = await commit([[owner], [stranger], [owner]]);
+    const second = await commit([[owner]], T0 + 1000);
+    const page = await store.readFeed(owner.companyId, { after: null, limit: 2 });
+    expect(page.map((w) => w.uuid)).toEqual([first[0]!.uuid, first[2]!.uuid]);
+    const rest = await store.readFeed(owner.companyId, { after: page[1]!.position, limit: 10 });
+    expect(rest.map((w) => w.uuid)).toEqual([second[0]!.uuid]);
+    expect(await store.readFeed(owner.companyId, { after: rest[0]!.position, limit: 10 })).toEqual([]);
+  });
+
+  test.runIf(testDialect() === 'postgres')('on PostgreSQL, a transaction still open hides what committed after it began, until it ends', async () => {
+    await withClient(db.databaseUrl, async (client) => {
+      await client.query('begin');
+      // Takes a transaction id now, as a commit in progress on another node would have.
+      await client.query('select pg_current_xact_id()');
+      const later = await commit([[owner]]);
+      expect(await store.readFeed(owner.companyId, { after: null, limit: 10 })).toEqual([]);
+      await client.query('commit');
+      expect((await store.readFeed(owner.companyId, { after: null, limit: 10 })).map((w) => w.uuid)).toEqual([later[0]!.uuid]);
+    });
+  });
+});
