@@ -50,7 +50,7 @@ export function parseRetryAfter(value: string | undefined, now: number): number 
 }
 
 /** What `nextAttemptAt` needs to know of the attempt just made. */
-export interface AttemptResult {
+export interface FinishedAttempt {
   /** The number (1-based) of the attempt just made. */
   attempt: number;
   now: number;
@@ -63,7 +63,7 @@ export interface AttemptResult {
 }
 
 /** When the next attempt after a failed one is due (ms since the epoch); null after the last. */
-export function nextAttemptAt({ attempt, now, status, retryAfterMs, random = Math.random }: AttemptResult): number | null {
+export function nextAttemptAt({ attempt, now, status, retryAfterMs, random = Math.random }: FinishedAttempt): number | null {
   if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be a whole number from 1, not ${attempt}`);
   const base = RETRY_DELAYS_MS[attempt - 1];
   if (base === undefined) return null;

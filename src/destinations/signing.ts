@@ -1,4 +1,5 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac } from 'node:crypto';
+import { newWhsecSecret, whsecKey } from '../domain/standard-webhooks-secret.js';
 
 /**
  * How a destination's requests are signed: the Standard Webhooks spec, so that a receiver
@@ -8,12 +9,8 @@ import { createHmac, randomBytes } from 'node:crypto';
  * is not UTF-8 is signed as the receiver gets it.
  */
 
-const PREFIX = 'whsec_';
-
 /** A new signing secret: `whsec_` and the base64 of 32 random bytes. */
-export function newSigningSecret(): string {
-  return PREFIX + randomBytes(32).toString('base64');
-}
+export const newSigningSecret = newWhsecSecret;
 
 /** The three Standard Webhooks headers of one request. */
 export interface SignatureHeaders {
@@ -32,12 +29,7 @@ export function signatureHeaders(request: { webhookId: string; timestampSeconds:
   const timestamp = String(request.timestampSeconds);
   const signedPrefix = `${request.webhookId}.${timestamp}.`;
   const signatures = request.secrets.map(
-    (secret) => `v1,${createHmac('sha256', keyOf(secret)).update(signedPrefix).update(request.body).digest('base64')}`,
+    (secret) => `v1,${createHmac('sha256', whsecKey(secret)).update(signedPrefix).update(request.body).digest('base64')}`,
   );
   return { 'webhook-id': request.webhookId, 'webhook-timestamp': timestamp, 'webhook-signature': signatures.join(' ') };
-}
-
-/** The HMAC key: the bytes whose base64 follows `whsec_`. */
-function keyOf(secret: string): Buffer {
-  return Buffer.from(secret.startsWith(PREFIX) ? secret.slice(PREFIX.length) : secret, 'base64');
 }

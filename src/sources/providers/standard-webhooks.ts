@@ -1,6 +1,7 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { randomBase62 } from '../../domain/ids.js';
+import { newWhsecSecret, WHSEC_PREFIX as PREFIX, whsecKey as keyOf } from '../../domain/standard-webhooks-secret.js';
 import type { Provider } from '../provider.js';
 import {
   decodeDigest,
@@ -36,7 +37,6 @@ const ID = 'webhook-id';
 const TIMESTAMP = 'webhook-timestamp';
 const HEADER = 'webhook-signature';
 const TOLERANCE_SECONDS = 300;
-const PREFIX = 'whsec_';
 
 interface Signature {
   /** What comes before the body in the signed content: `<id>.<timestamp>.` as sent. */
@@ -68,17 +68,12 @@ function sentSignature(headers: IncomingHttpHeaders, now: number): Checked<Signa
   return expired ? { ok: false, refusal: expired } : { ok: true, value: { signedPrefix: `${id}.${timestamp}.`, v1 } };
 }
 
-/** The HMAC key: the base64 after `whsec_`. */
-function keyOf(secret: string): Buffer {
-  return Buffer.from(secret.startsWith(PREFIX) ? secret.slice(PREFIX.length) : secret, 'base64');
-}
-
 export const standardWebhooks: Provider = {
   type: 'standard_webhooks',
   signatureHeader: () => HEADER,
   accepts: ['json'],
   generatesSecret: true,
-  newSecret: () => PREFIX + randomBytes(32).toString('base64'),
+  newSecret: newWhsecSecret,
   checkSecret(secret) {
     const bytes = keyOf(secret).length;
     const valid = secret.startsWith(PREFIX) && /^[A-Za-z0-9+/]+={0,2}$/.test(secret.slice(PREFIX.length)) && bytes >= 24 && bytes <= 64;
