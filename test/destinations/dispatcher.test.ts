@@ -73,6 +73,8 @@ async function destination(url: string, settings: Partial<NewDestination> = {}) 
 async function send(body = '{"event":"order.created","data":{"id":42,"note":"caf\u00e9"}}') {
   const answer = await sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey, body });
   expect(answer.statusCode).toBe(202);
+  // The webhook was received on the real clock: ours never runs behind it.
+  clock = Math.max(clock, Date.now() + 1);
   return answer.json<{ uuid: string }>().uuid;
 }
 
@@ -239,4 +241,15 @@ test('an address refused at creation is refused at the attempt too: nothing reac
   expect(target.received).toEqual([]);
   expect(await onlyDelivery(byAddress.id)).toMatchObject({ state: 'pending', lastError: 'blocked_address' });
   expect(await onlyDelivery(byName.id)).toMatchObject({ state: 'pending', lastError: 'blocked_address' });
+});
+
+test('a webhook purged before its delivery could be sent ends the delivery as failed, webhook_purged, without a request', async () => {
+  await setup();
+  const target = await receiver(okReceiver());
+  const { id } = await destination(target.url);
+  const uuid = await send();
+  await t.database.query('delete from webhooks where uuid = $1'.replace('$1', t.database.dialect === 'postgres' ? '$1' : '?'), [uuid]);
+  expect(await at(clock)).toBe(1);
+  expect(target.received).toEqual([]);
+  expect(await onlyDelivery(id)).toMatchObject({ state: 'failed', lastError: 'webhook_purged', nextAttemptAt: null });
 });

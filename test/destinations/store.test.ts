@@ -281,6 +281,19 @@ test('stats count attempts, their latency and the backlog', async () => {
   expect(stats.buckets).toEqual([{ start: T0, succeeded: 2, failed: 1, p50Ms: 20, p99Ms: 30 }]);
 });
 
+test("retention removes deliveries and attempts past the company's retention, and keeps the rest", async () => {
+  const id = await destination(owner.companyId);
+  await commit([[owner]], T0);
+  await commit([[owner]], T0 + 40 * DAY);
+  const [old] = await store.claimDeliveries(T0 + 10, LEASE);
+  await store.finishAttempts([result(old!, 'succeeded', T0 + 10)], T0 + 10, 5 * DAY);
+  const report = await store.purgeExpired(T0 + 45 * DAY);
+  expect(report.deliveries).toBe(1);
+  const left = await store.listDeliveries(owner.companyId, { destinationId: id, limit: 10 });
+  expect(left.map((d) => d.createdAt)).toEqual([T0 + 40 * DAY]);
+  expect(await db.query('select id from delivery_attempts')).toEqual([]);
+});
+
 describe('the feed', () => {
   test('gives each webhook once, oldest first, resumable from a position, per company', async () => {
     const stranger = await createTenant(store);
