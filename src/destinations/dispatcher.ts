@@ -8,6 +8,8 @@ import { signatureHeaders } from './signing.js';
 export interface DispatcherOptions {
   /** Requests in flight on this node at most, across destinations. */
   concurrency: number;
+  /** Of those, for one company at most (default a quarter, and 4 at least). */
+  perCompany?: number;
   /** How long a claim outlives its destination's timeout: a node that dies frees its claims then. */
   leaseMarginMs: number;
   /** How often to look for due deliveries when nothing woke the dispatcher sooner. */
@@ -44,6 +46,7 @@ const USER_AGENT = 'intake-destinations/1';
  */
 export class DeliveryDispatcher {
   private inFlight = 0;
+  private readonly inFlightByCompany = new Map<string, number>();
   private results: AttemptResult[] = [];
   private pollTimer: NodeJS.Timeout | undefined;
   private flushTimer: NodeJS.Timeout | undefined;
@@ -142,13 +145,20 @@ export class DeliveryDispatcher {
 
   private async claim(limit = this.options.concurrency - this.inFlight): Promise<number> {
     if (limit <= 0) return 0;
-    const claimed = await this.store.claimDeliveries(this.now(), { limit, leaseMs: this.options.leaseMarginMs });
+    const perCompany = this.options.perCompany ?? Math.max(4, Math.floor(this.options.concurrency / 4));
+    const claimed = await this.store.claimDeliveries(this.now(), {
+      limit,
+      leaseMs: this.options.leaseMarginMs,
+      perCompany: { limit: perCompany, inFlight: this.inFlightByCompany },
+    });
     for (const delivery of claimed) {
       this.inFlight++;
+      this.countCompany(delivery.companyId, 1);
       const send: Promise<void> = this.attempt(delivery)
         .catch((error: unknown) => this.log.error({ err: error, deliveryId: delivery.id }, 'delivery attempt failed unexpectedly'))
         .finally(() => {
           this.inFlight--;
+          this.countCompany(delivery.companyId, -1);
           this.sends.delete(send);
           // A freed slot may take a delivery that is already due.
           if (this.running) this.nudge();
@@ -156,6 +166,12 @@ export class DeliveryDispatcher {
       this.sends.add(send);
     }
     return claimed.length;
+  }
+
+  private countCompany(companyId: string, change: number): void {
+    const count = (this.inFlightByCompany.get(companyId) ?? 0) + change;
+    if (count === 0) this.inFlightByCompany.delete(companyId);
+    else this.inFlightByCompany.set(companyId, count);
   }
 
   private async attempt(delivery: ClaimedDelivery): Promise<void> {

@@ -178,6 +178,17 @@ describe('claims', () => {
   });
 });
 
+test("a node's fair share per company: one company's backlog leaves room for another's deliveries", async () => {
+  const other = await createTenant(store);
+  await destination(owner.companyId, { maxInFlight: 100 });
+  await destination(other.companyId, { maxInFlight: 100 });
+  await commit(Array.from({ length: 10 }, () => [owner] as [Owner]));
+  await commit([[other], [other]], T0 + 50);
+  const claimed = await store.claimDeliveries(T0 + 100, { limit: 5, leaseMs: 30_000, perCompany: { limit: 3, inFlight: new Map([[owner.companyId, 1]]) } });
+  const count = (companyId: string) => claimed.filter((c) => c.companyId === companyId).length;
+  expect([count(owner.companyId), count(other.companyId)]).toEqual([2, 2]);
+});
+
 describe('results', () => {
   test('a retry is due at its time, a success settles, the last failure is the dead letter', async () => {
     await destination(owner.companyId);
