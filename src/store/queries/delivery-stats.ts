@@ -41,6 +41,7 @@ export async function destinationStats(
   const open = await db
     .selectFrom('deliveries')
     .select(['state', (eb) => eb.fn.countAll<number>().as('count')])
+    .where('company_id', '=', companyId)
     .where('destination_id', '=', destinationId)
     .where('state', 'in', ['pending', 'held'])
     .groupBy('state')
@@ -49,6 +50,7 @@ export async function destinationStats(
   const inFlight = await db
     .selectFrom('deliveries')
     .select((eb) => eb.fn.countAll<number>().as('count'))
+    .where('company_id', '=', companyId)
     .where('destination_id', '=', destinationId)
     .where('lease_token', 'is not', null)
     .where('next_attempt_at', '>', query.now)
@@ -56,6 +58,7 @@ export async function destinationStats(
   const oldest = await db
     .selectFrom('deliveries')
     .select((eb) => eb.fn.min('next_attempt_at').as('due'))
+    .where('company_id', '=', companyId)
     .where('destination_id', '=', destinationId)
     .where('state', '=', 'pending')
     .where('lease_token', 'is', null)
