@@ -35,6 +35,7 @@ const ON_BOTH_DATABASES = [
   'test/api/setup.test.ts',
   'test/api/webhook-stream.test.ts',
   'test/api/isolation-matrix.test.ts',
+  'test/api/destinations.test.ts',
   'test/intake-fuzz.test.ts',
   'test/intake-fuzz-tcp.test.ts',
   'test/destinations/store.test.ts',

@@ -10,6 +10,8 @@ import { auditRoutes } from './audit.js';
 import { authRoutes } from './auth.js';
 import { companyRoutes } from './company.js';
 import { authenticateApi, type ApiDeps } from './context.js';
+import { deliveryRoutes } from './deliveries.js';
+import { destinationRoutes } from './destinations.js';
 import { integrationRoutes } from './integrations.js';
 import { invitationRoutes } from './invitations.js';
 import { keyRoutes } from './keys.js';
@@ -18,6 +20,7 @@ import { managementKeyRoutes } from './management-keys.js';
 import { memberRoutes } from './members.js';
 import { requestLogRoutes } from './requests.js';
 import { usageRoutes } from './usage.js';
+import { webhookFeedRoutes } from './webhook-feed.js';
 import { webhookStreamRoutes } from './webhook-stream.js';
 import { webhookRoutes } from './webhooks.js';
 
@@ -84,9 +87,13 @@ export async function apiV1Routes(app: AppInstance, deps: ApiDeps): Promise<void
   await keyRoutes(app, deps);
   await sourceRoutes(app, deps);
   await managementKeyRoutes(app, deps);
+  // --- destinations and their deliveries ---
+  await destinationRoutes(app, deps);
+  await deliveryRoutes(app, deps);
   // --- webhooks, request log, usage ---
   await webhookRoutes(app, deps);
   await webhookStreamRoutes(app, deps);
+  await webhookFeedRoutes(app, deps);
   await requestLogRoutes(app, deps);
   await usageRoutes(app, deps);
   // --- members, company settings, audit log ---

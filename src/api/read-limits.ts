@@ -18,6 +18,8 @@ export interface ReadLimitOptions {
   heavyReads: Caps;
   /** Live tails open at once. */
   streams: Caps;
+  /** Reads of the feed waiting for webhooks (`wait` > 0) at once: each holds a connection open, as a tail does. */
+  longPolls: Caps;
   /** Exports under way at once (each also takes a heavy read for each page it reads). */
   exports: Caps;
   /** A stream or an export whose client takes nothing for this long is cut off and its memory freed. */
@@ -38,6 +40,7 @@ export function defaultReadLimits(poolSize: number): ReadLimitOptions {
   return {
     heavyReads: { perCompany: Math.max(1, Math.floor(perNode / 2)), perNode },
     streams: { perCaller: 5, perCompany: 20, perNode: 100 },
+    longPolls: { perCaller: 5, perCompany: 20, perNode: 100 },
     exports: { perCaller: 2, perCompany: 3, perNode: 8 },
     sendTimeoutMs: 30_000,
   };
@@ -47,12 +50,14 @@ export function defaultReadLimits(poolSize: number): ReadLimitOptions {
 export class ReadLimits {
   readonly heavyReads: ConcurrencyCaps;
   readonly streams: ConcurrencyCaps;
+  readonly longPolls: ConcurrencyCaps;
   readonly exports: ConcurrencyCaps;
   readonly sendTimeoutMs: number;
 
   constructor(options: ReadLimitOptions) {
     this.heavyReads = new ConcurrencyCaps('reads of webhooks', options.heavyReads, 'service_unavailable', 1);
     this.streams = new ConcurrencyCaps('live tails', options.streams, 'rate_limited', 5);
+    this.longPolls = new ConcurrencyCaps('waiting reads of the feed', options.longPolls, 'rate_limited', 5);
     this.exports = new ConcurrencyCaps('exports', options.exports, 'rate_limited', 5);
     this.sendTimeoutMs = options.sendTimeoutMs;
   }

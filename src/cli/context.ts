@@ -1,7 +1,9 @@
 import { userInfo } from 'node:os';
 import { loadConfig, type Config } from '../config.js';
+import { AddressGuard } from '../destinations/address-guard.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { openSecretBox } from '../secrets.js';
+import { DestinationManagement } from '../services/destinations.js';
 import { Management } from '../services/management.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
@@ -10,6 +12,7 @@ export interface CommandContext {
   config: Config;
   store: Store;
   management: Management;
+  destinations: DestinationManagement;
   secrets: SecretBox;
 }
 
@@ -23,13 +26,16 @@ export async function withStore<T>(
   try {
     if (options.migrate) await store.migrate();
     const secrets = openSecretBox(config);
+    // The audit log names the operating-system account that ran the command.
+    const actor = { type: 'cli' as const, id: userInfo().username, ip: null };
     const management = new Management(
       store,
       { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit, secrets },
-      // The audit log names the operating-system account that ran the command.
-      { type: 'cli', id: userInfo().username, ip: null },
+      actor,
     );
-    return await run({ config, store, management, secrets });
+    const addressGuard = new AddressGuard(config.destinationAllow);
+    const destinations = new DestinationManagement(store, { environment: config.environment, secrets, addressGuard }, actor);
+    return await run({ config, store, management, destinations, secrets });
   } finally {
     await store.close();
   }

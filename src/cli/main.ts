@@ -4,6 +4,7 @@ import { ConfigError } from '../config.js';
 import { AppError } from '../errors.js';
 import { registerCompanyCommands } from './company.js';
 import { print, withStore } from './context.js';
+import { registerDestinationCommands } from './destination.js';
 import { registerIntegrationCommands } from './integration.js';
 import { registerKeyCommands } from './key.js';
 import { registerSecretsCommands } from './secrets.js';
@@ -31,6 +32,7 @@ registerUserCommands(program);
 registerIntegrationCommands(program);
 registerKeyCommands(program);
 registerSecretsCommands(program);
+registerDestinationCommands(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? 0 : 2);

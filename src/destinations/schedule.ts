@@ -1,3 +1,5 @@
+import { randomInt } from 'node:crypto';
+
 /**
  * When a failed delivery is tried again: a fixed schedule like the field's (Svix, Hookdeck),
  * stretched or shrunk by jitter so that the deliveries a receiver's outage failed together
@@ -63,7 +65,7 @@ export interface FinishedAttempt {
 }
 
 /** When the next attempt after a failed one is due (ms since the epoch); null after the last. */
-export function nextAttemptAt({ attempt, now, status, retryAfterMs, random = Math.random }: FinishedAttempt): number | null {
+export function nextAttemptAt({ attempt, now, status, retryAfterMs, random = uniform }: FinishedAttempt): number | null {
   if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be a whole number from 1, not ${attempt}`);
   const base = RETRY_DELAYS_MS[attempt - 1];
   if (base === undefined) return null;
@@ -71,4 +73,9 @@ export function nextAttemptAt({ attempt, now, status, retryAfterMs, random = Mat
   // On a 3xx, Retry-After says when to follow the redirect, which intake never does.
   if ((status === 429 || status === 503) && retryAfterMs !== null) delay = Math.max(delay, Math.min(retryAfterMs, MAX_RETRY_AFTER_MS));
   return now + Math.round(delay);
+}
+
+/** Uniform in [0, 1) from the CSPRNG, as every random number of the service is (test/key-material.test.ts). */
+function uniform(): number {
+  return randomInt(0, 2 ** 48) / 2 ** 48;
 }

@@ -912,6 +912,16 @@ export class KyselyStore implements Store {
     return row?.company_id;
   }
 
+  async companyOfDestination(destinationId: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('destinations')
+      .select('company_id')
+      .where('id', '=', destinationId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    return row?.company_id;
+  }
+
   async companyOfKey(keyId: string): Promise<string | undefined> {
     const row = await this.db.selectFrom('api_keys').select('company_id').where('id', '=', keyId).executeTakeFirst();
     return row?.company_id;

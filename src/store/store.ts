@@ -365,6 +365,8 @@ export interface Store {
   // Operator lookups for the CLI, which is given bare ids: which company owns this?
   companyOfIntegration(integrationId: string): Promise<string | undefined>;
   companyOfKey(keyId: string): Promise<string | undefined>;
+  /** The company of a live destination (the CLI names destinations by id alone). */
+  companyOfDestination(destinationId: string): Promise<string | undefined>;
 }
 
 export type { Role } from '../domain/permissions.js';
@@ -513,8 +515,8 @@ export interface SourceSecretInfo {
 
 /** A value sealed with INTAKE_SECRETS_KEY, wherever it is kept. */
 export interface SealedValue {
-  kind: 'totp_secret' | 'totp_pending_secret' | 'source_secret';
-  /** The user's or the secret's id. */
+  kind: 'totp_secret' | 'totp_pending_secret' | 'source_secret' | 'secret_sealed' | 'previous_secret_sealed' | 'headers_sealed';
+  /** The user's, the secret's or the destination's id (the destination's sealed columns are the last three kinds). */
   id: string;
   sealed: string;
 }

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { buildTestApp, type TestApp } from '../helpers.js';
+import { AddressGuard } from '../../src/destinations/address-guard.js';
+import { DestinationManagement } from '../../src/services/destinations.js';
+import { buildTestApp, sendWebhook, testSecretBox, type TestApp } from '../helpers.js';
 import { member } from '../support/api.js';
 import { quickMember } from '../support/members.js';
 
@@ -85,6 +87,29 @@ async function githubIntegration() {
   const { id } = await integration();
   const set = await t.management.setSource(companyId, id, { type: 'github' });
   return { id, secretId: set.sourceSecretId! };
+}
+
+/** The destination service acting as the CLI. */
+const destinations = () =>
+  new DestinationManagement(t.store, { environment: t.config.environment, secrets: testSecretBox(), addressGuard: new AddressGuard([]) }, { type: 'cli', id: 'test', ip: null });
+
+/**
+ * A destination of a fresh integration (made as the CLI) and a webhook stored for it: with
+ * `held`, the destination is paused first, so the delivery waits for a replay untouched by
+ * the workers; otherwise it matches no event, so the webhook is there to be sent.
+ */
+async function destinationWithWebhook(held: boolean) {
+  const created = await t.management.createIntegration(companyId, { name: 'Delivered' });
+  const { destination } = await destinations().create(companyId, {
+    name: 'Audited',
+    url: 'https://audited.example.invalid/hooks',
+    integrationIds: [created.integration.id],
+    eventPatterns: held ? ['*'] : ['never.*'],
+  });
+  if (held) await destinations().setPaused(companyId, destination.id, true);
+  const sent = await sendWebhook(t.app, created.integration.integrationKey, { apiKey: created.apiKey });
+  const [delivery] = await t.store.listDeliveries(companyId, { destinationId: destination.id, limit: 1 });
+  return { destinationId: destination.id, webhookUuid: sent.json<{ uuid: string }>().uuid, deliveryId: delivery?.id };
 }
 
 /** One successful call per changing /api/v1 route (auth aside). A new route needs a row here. */
@@ -196,6 +221,69 @@ const AUDIT_CASES: AuditCase[] = [
     request: async () => ({ url: `/api/v1/integrations/${(await githubIntegration()).id}/source-test` }),
   },
   { route: 'PATCH /api/v1/company', as: 'owner', action: 'company.update', request: async () => ({ url: '/api/v1/company', payload: { retention_days: 45 } }) },
+  {
+    route: 'POST /api/v1/destinations',
+    as: 'key',
+    action: 'destination.create',
+    request: async () => ({ url: '/api/v1/destinations', payload: { name: 'New', url: 'https://new.example.invalid/hooks', headers: { 'X-Token': 'header-secret' } } }),
+  },
+  {
+    route: 'PATCH /api/v1/destinations/:destination_id',
+    as: 'owner',
+    action: 'destination.update',
+    request: async () => ({
+      url: `/api/v1/destinations/${(await destinationWithWebhook(false)).destinationId}`,
+      payload: { name: 'Renamed', headers: { 'X-Token': 'header-secret' } },
+    }),
+  },
+  {
+    route: 'DELETE /api/v1/destinations/:destination_id',
+    as: 'key',
+    action: 'destination.delete',
+    request: async () => ({ url: `/api/v1/destinations/${(await destinationWithWebhook(true)).destinationId}` }),
+  },
+  {
+    route: 'POST /api/v1/destinations/:destination_id/pause',
+    as: 'owner',
+    action: 'destination.pause',
+    request: async () => ({ url: `/api/v1/destinations/${(await destinationWithWebhook(false)).destinationId}/pause` }),
+  },
+  {
+    route: 'POST /api/v1/destinations/:destination_id/resume',
+    as: 'key',
+    action: 'destination.resume',
+    request: async () => ({ url: `/api/v1/destinations/${(await destinationWithWebhook(true)).destinationId}/resume` }),
+  },
+  {
+    route: 'POST /api/v1/destinations/:destination_id/secret/rotate',
+    as: 'owner',
+    action: 'destination.secret_rotate',
+    request: async () => ({
+      url: `/api/v1/destinations/${(await destinationWithWebhook(false)).destinationId}/secret/rotate`,
+      payload: { previous_expires_in_seconds: 60 },
+    }),
+  },
+  {
+    route: 'POST /api/v1/destinations/:destination_id/send',
+    as: 'key',
+    action: 'destination.send',
+    request: async () => {
+      const { destinationId, webhookUuid } = await destinationWithWebhook(false);
+      return { url: `/api/v1/destinations/${destinationId}/send`, payload: { webhook_uuids: [webhookUuid] } };
+    },
+  },
+  {
+    route: 'POST /api/v1/deliveries/:delivery_id/replay',
+    as: 'owner',
+    action: 'delivery.replay',
+    request: async () => ({ url: `/api/v1/deliveries/${(await destinationWithWebhook(true)).deliveryId}/replay` }),
+  },
+  {
+    route: 'POST /api/v1/deliveries/replay',
+    as: 'key',
+    action: 'delivery.replay',
+    request: async () => ({ url: '/api/v1/deliveries/replay', payload: { destination_id: (await destinationWithWebhook(true)).destinationId } }),
+  },
 ];
 
 describe('the audit log', () => {
@@ -222,8 +310,12 @@ describe('the audit log', () => {
       action: auditCase.action,
       actor: { type: caller.type, id: caller.id, ip: '127.0.0.1' },
     });
-    const shownOnce: unknown = response.body ? response.json().api_key : undefined;
-    if (typeof shownOnce === 'string') expect(JSON.stringify(written)).not.toContain(shownOnce);
+    const answer: Record<string, unknown> = response.body ? response.json() : {};
+    for (const shownOnce of [answer.api_key, answer.signing_secret]) {
+      if (typeof shownOnce === 'string') expect(JSON.stringify(written)).not.toContain(shownOnce);
+    }
     expect(JSON.stringify(written)).not.toContain('scrypt$');
+    // A destination's header values are sealed and write-only, in the audit log too.
+    expect(JSON.stringify(written)).not.toContain('header-secret');
   });
 });

@@ -66,6 +66,21 @@ const NEEDS: Record<string, Need> = {
   'POST /api/v1/integrations/:integration_id/source-secrets': 'integrations:manage',
   'DELETE /api/v1/integrations/:integration_id/source-secrets/:secret_id': 'integrations:manage',
   'POST /api/v1/integrations/:integration_id/source-test': 'integrations:manage',
+  'GET /api/v1/destinations': 'integrations:read',
+  'POST /api/v1/destinations': 'integrations:manage',
+  'GET /api/v1/destinations/:destination_id': 'integrations:read',
+  'PATCH /api/v1/destinations/:destination_id': 'integrations:manage',
+  'DELETE /api/v1/destinations/:destination_id': 'integrations:manage',
+  'POST /api/v1/destinations/:destination_id/pause': 'integrations:manage',
+  'POST /api/v1/destinations/:destination_id/resume': 'integrations:manage',
+  'POST /api/v1/destinations/:destination_id/secret/rotate': 'integrations:manage',
+  'POST /api/v1/destinations/:destination_id/send': 'integrations:manage',
+  'GET /api/v1/destinations/:destination_id/stats': 'logs:read',
+  'GET /api/v1/deliveries': 'logs:read',
+  'GET /api/v1/deliveries/:delivery_id': 'logs:read',
+  'POST /api/v1/deliveries/:delivery_id/replay': 'integrations:manage',
+  'POST /api/v1/deliveries/replay': 'integrations:manage',
+  'GET /api/v1/webhooks/feed': 'logs:read',
 };
 
 /** Routes reachable without credentials: no caller is tried on them (what they check is in their body). */
@@ -102,6 +117,8 @@ const PARAMS: Record<string, (a: CompanyA, url: string) => string> = {
   invitation_id: (a) => a.invitationId,
   integration_key: (a) => a.integration.integrationKey,
   secret_id: (a) => a.spareSourceSecretId,
+  destination_id: (a) => a.destinationId,
+  delivery_id: (a) => a.deliveryId,
 };
 
 /**
@@ -119,6 +136,10 @@ const BODIES: Record<string, (world: IsolationWorld) => object> = {
   'PATCH /api/v1/company': () => ({ retention_days: 45 }),
   'PUT /api/v1/integrations/:integration_id/source': () => ({ type: 'github' }),
   'POST /api/v1/integrations/:integration_id/source-secrets': () => ({ previous_expires_in_seconds: 3600 }),
+  'POST /api/v1/destinations': () => ({ name: 'Made by the isolation matrix', url: 'https://matrix.example.invalid/hooks' }),
+  'PATCH /api/v1/destinations/:destination_id': () => ({ name: 'Changed by the isolation matrix' }),
+  'POST /api/v1/destinations/:destination_id/send': (world) => ({ webhook_uuids: [world.a.webhookUuid] }),
+  'POST /api/v1/deliveries/replay': (world) => ({ destination_id: world.a.destinationId }),
   'POST /api/webhooks/:integration_key': () => ({ event: 'isolation.probe', data: {} }),
   'POST /api/webhook/:integration_key': () => ({ event: 'isolation.probe', data: {} }),
 };
@@ -135,6 +156,9 @@ const QUERIES: Record<string, (a: CompanyA) => string[]> = {
   'GET /api/v1/requests': (a) => ['', `integration_id=${a.integration.integrationId}`, `key_id=${a.integration.id}`],
   'GET /api/v1/usage': (a) => ['group_by=key', `integration_id=${a.integration.integrationId}&group_by=key`],
   'GET /api/v1/audit-log': (a) => ['', `target_id=${a.integration.integrationId}`],
+  // One of the two is required, so neither alone is left out.
+  'GET /api/v1/deliveries': (a) => [`destination_id=${a.destinationId}`, `webhook_uuid=${a.webhookUuid}`],
+  'GET /api/v1/webhooks/feed': (a) => ['', `integration_id=${a.integration.integrationId}`],
 };
 
 interface Route extends RegisteredRoute {

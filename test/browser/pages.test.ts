@@ -15,6 +15,7 @@ const SCREENSHOTS = process.env.INTAKE_SCREENSHOTS_DIR;
 
 const PAGES: Array<{ name: string; path: string; heading: RegExp }> = [
   { name: 'integrations', path: '/admin/integrations', heading: /integrations/i },
+  { name: 'destinations', path: '/admin/destinations', heading: /destinations/i },
   { name: 'webhooks', path: '/admin/webhooks', heading: /webhooks/i },
   { name: 'requests', path: '/admin/requests', heading: /requests/i },
   { name: 'usage', path: '/admin/usage', heading: /usage/i },

@@ -2,8 +2,10 @@ import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { AppInstance } from '../../src/app.js';
 import { SESSION_COOKIE, Sessions } from '../../src/admin/sessions.js';
+import { AddressGuard } from '../../src/destinations/address-guard.js';
+import { DestinationManagement } from '../../src/services/destinations.js';
 import type { Store } from '../../src/store/store.js';
-import { sendWebhook, type TestApp } from '../helpers.js';
+import { sendWebhook, testSecretBox, type TestApp } from '../helpers.js';
 import { SignInGuard } from '../../src/admin/sign-in-guard.js';
 import { Invitations } from '../../src/services/invitations.js';
 import { quickMember } from './members.js';
@@ -57,6 +59,10 @@ export interface CompanyA {
   webhookUuid: string;
   /** A pending invitation, to revoke. */
   invitationId: string;
+  /** A destination, paused so that its delivery of the webhook stays as it is until a control resumes it. */
+  destinationId: string;
+  /** The destination's delivery of `webhookUuid`. */
+  deliveryId: string;
 }
 
 export interface CompanyB {
@@ -96,17 +102,36 @@ export async function isolationWorld(t: TestApp): Promise<IsolationWorld> {
     const { userId, email } = await quickMember(t.store, companyId, role);
     return { userId, email };
   };
+  const destinations = new DestinationManagement(
+    t.store,
+    { environment: t.config.environment, secrets: testSecretBox(), addressGuard: new AddressGuard([]) },
+    owner('destinations'),
+  );
+  /** A paused destination of the company (what it is sent is held, never attempted), and its header's sealed value. */
+  const pausedDestination = async (companyId: string, name: string) => {
+    const headerValue = `${name} header ${token()}`;
+    const { destination } = await destinations.create(companyId, {
+      name: `${name} ${token()}`,
+      url: `https://${name}-${token()}.example.invalid/hooks`,
+      headers: { 'X-Token': headerValue },
+    });
+    await destinations.setPaused(companyId, destination.id, true);
+    return { id: destination.id, headerValue };
+  };
 
   // A github source: its signing secrets are A's data too (its key still sends below).
   const integration = await integrationOf(aId, `alpha integration ${token()}`, { type: 'github' });
   const spareSourceSecret = await management.rotateSourceSecret(aId, integration.integrationId, undefined, 3600);
   const spareKey = await management.createIntegrationKey(aId, integration.integrationId, { name: `alpha spare ${token()}` });
+  const { id: destinationId, headerValue } = await pausedDestination(aId, 'alpha');
   const payloadMarker = `alpha payload ${token()}`;
   const sent = await sendWebhook(t.app, integration.integrationKey, {
     apiKey: integration.apiKey,
     body: JSON.stringify({ event: 'alpha.event', data: { note: payloadMarker } }),
   });
   if (sent.statusCode !== 202) throw new Error(`A's webhook was not taken: ${sent.statusCode} ${sent.body}`);
+  const [delivery] = await t.store.listDeliveries(aId, { destinationId, limit: 1 });
+  if (!delivery) throw new Error("A's webhook made no delivery to A's destination");
   const a: CompanyA = {
     companyId: aId,
     owner: await personOf(aId, 'owner'),
@@ -125,6 +150,8 @@ export async function isolationWorld(t: TestApp): Promise<IsolationWorld> {
       email: `alpha-invitee-${token()}@example.com`,
       role: 'admin',
     })).invitation.id,
+    destinationId,
+    deliveryId: delivery.id,
   };
 
   const bId = (await management.createCompany(`Bravo ${token()}`)).id;
@@ -134,6 +161,7 @@ export async function isolationWorld(t: TestApp): Promise<IsolationWorld> {
     managementKey: await managementKeyOf(bId, ['integrations:manage', 'logs:read']),
     integration: await integrationOf(bId, `bravo integration ${token()}`),
   };
+  await pausedDestination(bId, 'bravo');
   const bSent = await sendWebhook(t.app, b.integration.integrationKey, { apiKey: b.integration.apiKey });
   if (bSent.statusCode !== 202) throw new Error(`B's webhook was not taken: ${bSent.statusCode} ${bSent.body}`);
 
@@ -148,7 +176,7 @@ export async function isolationWorld(t: TestApp): Promise<IsolationWorld> {
       const signedIn = await sessions.start({ id: person.userId, email: person.email }, '127.0.0.1', 'isolation-matrix');
       return { cookie: `${SESSION_COOKIE}=${signedIn.cookieValue}`, 'x-csrf-token': signedIn.session.csrfToken };
     },
-    markers: [...(await storedMarkers(t.store, aId)), ...apiKeys, payloadMarker],
+    markers: [...(await storedMarkers(t.store, aId)), ...apiKeys, payloadMarker, headerValue],
   };
 }
 
@@ -160,8 +188,12 @@ async function storedMarkers(store: Store, companyId: string): Promise<string[]>
   const members = await store.listMembers(companyId, { limit: 200 });
   const webhooks = (await store.listCompanyWebhooks(companyId, { limit: 200 })).webhooks;
   const invitations = await store.listInvitations(companyId, { limit: 200 }, Date.now());
+  const destinations = await store.listDestinations(companyId, { limit: 200 });
+  const deliveries = (await Promise.all(destinations.map((d) => store.listDeliveries(companyId, { destinationId: d.id, limit: 200 })))).flat();
   return [
     ...invitations.flatMap((i) => [i.id, i.email]),
+    ...destinations.flatMap((d) => [d.id, d.name, d.url]),
+    ...deliveries.map((d) => d.id),
     companyId,
     company!.name,
     ...integrations.flatMap((i) => [i.id, i.name, i.integrationKey]),
@@ -195,6 +227,17 @@ export async function companySnapshot(store: Store, companyId: string) {
     members: (await store.listMembers(companyId, { limit: 200 })).map(({ userId, email, role }) => ({ userId, email, role })),
     invitations: (await store.listInvitations(companyId, { limit: 200 }, Date.now())).map(({ id, email, role }) => ({ id, email, role })),
     webhooks: (await store.listCompanyWebhooks(companyId, { limit: 200 })).webhooks.map((w) => w.uuid),
+    destinations: await Promise.all(
+      (await store.listDestinations(companyId, { limit: 200 })).map(async (d) => ({
+        ...d,
+        deliveries: (await store.listDeliveries(companyId, { destinationId: d.id, limit: 200 })).map(({ id, state, series, attempts }) => ({
+          id,
+          state,
+          series,
+          attempts,
+        })),
+      })),
+    ),
     audit: (await store.listAuditLog(companyId, { limit: 200 })).map((r) => `${r.action} ${r.targetId}`),
   };
 }

@@ -3,6 +3,8 @@ import { Layout } from './components/layout';
 import { ErrorMessage, Loading } from './components/ui';
 import { AccountPage } from './pages/account';
 import { AuditLogPage } from './pages/audit-log';
+import { DestinationPage } from './pages/destination';
+import { DestinationsPage } from './pages/destinations';
 import { IntegrationPage } from './pages/integration';
 import { IntegrationsPage } from './pages/integrations';
 import { InvitePage } from './pages/invite';
@@ -50,6 +52,8 @@ function SignedInRoutes() {
         <Route index element={<Navigate to="/integrations" replace />} />
         <Route path="integrations" element={<IntegrationsPage />} />
         <Route path="integrations/:integrationId" element={<IntegrationPage />} />
+        <Route path="destinations" element={<DestinationsPage />} />
+        <Route path="destinations/:destinationId" element={<DestinationPage />} />
         <Route path="webhooks" element={<WebhooksPage />} />
         <Route path="requests" element={<RequestsPage />} />
         <Route path="usage" element={<UsagePage />} />

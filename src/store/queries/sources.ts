@@ -99,33 +99,51 @@ export async function listSealedValues(db: Kysely<Database>): Promise<SealedValu
     .where((eb) => eb.or([eb('totp_secret', 'is not', null), eb('totp_pending_secret', 'is not', null)]))
     .execute();
   const secrets = await db.selectFrom('source_secrets').select(['id', 'sealed']).execute();
+  const destinations = await db.selectFrom('destinations').select(['id', 'secret_sealed', 'previous_secret_sealed', 'headers_sealed']).execute();
   const values: SealedValue[] = [];
   for (const user of users) {
     if (user.totp_secret !== null) values.push({ kind: 'totp_secret', id: user.id, sealed: user.totp_secret });
     if (user.totp_pending_secret !== null) values.push({ kind: 'totp_pending_secret', id: user.id, sealed: user.totp_pending_secret });
   }
   for (const secret of secrets) values.push({ kind: 'source_secret', id: secret.id, sealed: secret.sealed });
+  for (const destination of destinations) {
+    for (const kind of DESTINATION_SEALED) {
+      const sealed = destination[kind];
+      if (sealed !== null) values.push({ kind, id: destination.id, sealed });
+    }
+  }
   return values;
 }
+
+/** A destination's sealed columns: its signing secret, the previous one during a rotation, its headers. */
+const DESTINATION_SEALED = ['secret_sealed', 'previous_secret_sealed', 'headers_sealed'] as const;
 
 /** Each value replaced only where it is still what was read: a concurrent change wins. */
 export async function replaceSealedValues(db: Kysely<Database>, values: Array<SealedValue & { resealed: string }>): Promise<number> {
   let replaced = 0;
   for (const value of values) {
+    const kind = value.kind;
     const result =
-      value.kind === 'source_secret'
+      kind === 'source_secret'
         ? await db
             .updateTable('source_secrets')
             .set({ sealed: value.resealed })
             .where('id', '=', value.id)
             .where('sealed', '=', value.sealed)
             .executeTakeFirst()
-        : await db
-            .updateTable('users')
-            .set({ [value.kind]: value.resealed })
-            .where('id', '=', value.id)
-            .where(value.kind, '=', value.sealed)
-            .executeTakeFirst();
+        : kind === 'totp_secret' || kind === 'totp_pending_secret'
+          ? await db
+              .updateTable('users')
+              .set({ [kind]: value.resealed })
+              .where('id', '=', value.id)
+              .where(kind, '=', value.sealed)
+              .executeTakeFirst()
+          : await db
+              .updateTable('destinations')
+              .set({ [kind]: value.resealed })
+              .where('id', '=', value.id)
+              .where(kind, '=', value.sealed)
+              .executeTakeFirst();
     if (result.numUpdatedRows > 0n) replaced++;
   }
   return replaced;

@@ -1,9 +1,9 @@
-import { useId } from 'react';
+import { useId, type ReactNode } from 'react';
 import '../pages/logs.css';
 
 /**
- * A small stacked bar chart drawn as SVG elements (no chart library): one bar per time
- * bucket, one coloured segment per series, a <title> tooltip on every segment, a legend,
+ * Small charts drawn as SVG elements (no chart library) over time buckets: stacked bars
+ * (one coloured segment per series) or lines, a <title> tooltip on every mark, a legend,
  * and the same numbers as a table for screen readers and for copying.
  * Colours come from the series' class (see logs.css), never from inline styles.
  */
@@ -11,7 +11,7 @@ import '../pages/logs.css';
 export interface ChartSeries {
   key: string;
   label: string;
-  /** A class that sets `fill` (and `background-color` for the legend swatch). */
+  /** A class that sets `fill` (a line's `stroke` too, and `background-color` for the legend swatch). */
   className: string;
 }
 
@@ -21,7 +21,8 @@ export interface ChartBar {
   label: string;
   /** Long label for tooltips and the table ("Mon 3 Jun, 14:05"). */
   title: string;
-  values: Record<string, number>;
+  /** A line chart leaves a gap where a value is null or absent. */
+  values: Record<string, number | null>;
 }
 
 const WIDTH = 800;
@@ -29,76 +30,176 @@ const HEIGHT = 240;
 const MARGIN = { left: 44, right: 8, top: 10, bottom: 26 };
 const MAX_LABELS = 8;
 
+/** One bar per bucket, its series stacked; the table adds each bucket's total. */
 export function StackedBarChart({ title, series, bars }: { title: string; series: ChartSeries[]; bars: ChartBar[] }) {
-  const titleId = useId();
+  const totals = bars.map((bar) => series.reduce((sum, s) => sum + (bar.values[s.key] ?? 0), 0));
+  const frame = chartFrame(bars.length, Math.max(1, ...totals));
+  const barWidth = frame.slot >= 4 ? Math.min(frame.slot * 0.8, 48) : frame.slot;
+  return (
+    <ChartFigure
+      title={title}
+      series={series}
+      bars={bars}
+      frame={frame}
+      table={{ values: (bar, s) => (bar.values[s.key] ?? 0).toLocaleString('en'), total: (index) => totals[index]! }}
+    >
+      <g className="chart-bars">
+        {bars.map((bar, index) => {
+          const x = frame.x(index) - barWidth / 2;
+          let base = 0;
+          return (
+            <g key={bar.key} className="chart-bar" data-total={totals[index]}>
+              {series.map((s) => {
+                const value = bar.values[s.key] ?? 0;
+                if (value <= 0) return null;
+                const from = base;
+                base += value;
+                return (
+                  <rect
+                    key={s.key}
+                    className={`chart-segment ${s.className}`}
+                    x={x}
+                    width={barWidth}
+                    y={frame.y(base)}
+                    height={Math.max(1, frame.y(from) - frame.y(base))}
+                  >
+                    <title>{`${bar.title}: ${value.toLocaleString('en')} ${s.label.toLowerCase()} (of ${totals[index]!.toLocaleString('en')})`}</title>
+                  </rect>
+                );
+              })}
+            </g>
+          );
+        })}
+      </g>
+    </ChartFigure>
+  );
+}
+
+/**
+ * Lines over the same time buckets (latency percentiles, say): a missing value (null or
+ * absent) leaves a gap rather than a drop to zero. `unit` follows the numbers of the
+ * tooltips and the table; the axis has none (say it in the chart's heading).
+ */
+export function LineChart({ title, series, bars, unit }: { title: string; series: ChartSeries[]; bars: ChartBar[]; unit: string }) {
+  const present = (bar: ChartBar, key: string) => (typeof bar.values[key] === 'number' ? bar.values[key] : undefined);
+  const highest = Math.max(1, ...bars.flatMap((bar) => series.map((s) => present(bar, s.key) ?? 0)));
+  const frame = chartFrame(bars.length, highest);
+  const withUnit = (value: number) => `${value.toLocaleString('en')} ${unit}`;
+  const cell = (bar: ChartBar, s: ChartSeries) => {
+    const value = present(bar, s.key);
+    return value === undefined ? '—' : withUnit(value);
+  };
+  return (
+    <ChartFigure title={title} series={series} bars={bars} frame={frame} table={{ values: cell }}>
+      <g className="chart-lines">
+        {series.map((s) => (
+          <g key={s.key} className={`chart-line ${s.className}`} data-series={s.key}>
+            {runs(bars, (bar) => present(bar, s.key) !== undefined).map((run) => (
+              <polyline
+                key={run[0]}
+                points={run.map((index) => `${frame.x(index)},${frame.y(present(bars[index]!, s.key)!)}`).join(' ')}
+              />
+            ))}
+            {bars.map((bar, index) => {
+              const value = present(bar, s.key);
+              return value === undefined ? null : (
+                <circle key={bar.key} className="chart-point" cx={frame.x(index)} cy={frame.y(value)} r={3}>
+                  <title>{`${bar.title}: ${s.label} ${withUnit(value)}`}</title>
+                </circle>
+              );
+            })}
+          </g>
+        ))}
+      </g>
+    </ChartFigure>
+  );
+}
+
+interface Frame {
+  step: number;
+  slot: number;
+  /** The middle of bucket `index`. */
+  x(index: number): number;
+  y(value: number): number;
+}
+
+function chartFrame(count: number, highest: number): Frame {
   const plotWidth = WIDTH - MARGIN.left - MARGIN.right;
   const plotHeight = HEIGHT - MARGIN.top - MARGIN.bottom;
-  const totals = bars.map((bar) => series.reduce((sum, s) => sum + (bar.values[s.key] ?? 0), 0));
-  const step = niceStep(Math.max(1, ...totals) / 4);
+  const step = niceStep(highest / 4);
   const top = step * 4;
-  const slot = bars.length === 0 ? plotWidth : plotWidth / bars.length;
-  const barWidth = slot >= 4 ? Math.min(slot * 0.8, 48) : slot;
-  const labelEvery = Math.max(1, Math.ceil(bars.length / MAX_LABELS));
-  const y = (value: number) => MARGIN.top + plotHeight - (value / top) * plotHeight;
+  const slot = count === 0 ? plotWidth : plotWidth / count;
+  return {
+    step,
+    slot,
+    x: (index) => MARGIN.left + index * slot + slot / 2,
+    y: (value) => MARGIN.top + plotHeight - (value / top) * plotHeight,
+  };
+}
 
+/** Indexes of consecutive bars that pass `keep`, one array per unbroken run. */
+function runs(bars: ChartBar[], keep: (bar: ChartBar) => boolean): number[][] {
+  const all: number[][] = [];
+  let current: number[] = [];
+  bars.forEach((bar, index) => {
+    if (keep(bar)) current.push(index);
+    else if (current.length > 0) {
+      all.push(current);
+      current = [];
+    }
+  });
+  if (current.length > 0) all.push(current);
+  return all;
+}
+
+/** The frame every chart shares: grid and axis, time labels, legend, and the numbers as a table. */
+function ChartFigure({
+  title,
+  series,
+  bars,
+  frame,
+  table,
+  children,
+}: {
+  title: string;
+  series: ChartSeries[];
+  bars: ChartBar[];
+  frame: Frame;
+  /** A cell of the table; with `total`, a Total column too. */
+  table: { values(bar: ChartBar, s: ChartSeries): string; total?(index: number): number };
+  children: ReactNode;
+}) {
+  const titleId = useId();
+  const labelEvery = Math.max(1, Math.ceil(bars.length / MAX_LABELS));
+  // Empty buckets stay out of the table: it lists what happened.
+  const rows = bars
+    .map((bar, index) => ({ bar, index }))
+    .filter(({ bar, index }) => (table.total ? table.total(index) > 0 : series.some((s) => typeof bar.values[s.key] === 'number')));
   return (
     <figure className="chart">
-      <svg
-        className="chart-svg"
-        viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
-        role="img"
-        aria-labelledby={titleId}
-        preserveAspectRatio="xMidYMid meet"
-      >
+      <svg className="chart-svg" viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-labelledby={titleId} preserveAspectRatio="xMidYMid meet">
         <title id={titleId}>{title}</title>
         <g className="chart-grid">
           {[0, 1, 2, 3, 4].map((i) => (
             <g key={i}>
-              <line x1={MARGIN.left} x2={WIDTH - MARGIN.right} y1={y(step * i)} y2={y(step * i)} className={i === 0 ? 'chart-axis' : 'chart-gridline'} />
-              <text x={MARGIN.left - 6} y={y(step * i)} className="chart-tick" textAnchor="end" dominantBaseline="middle">
-                {compact(step * i)}
+              <line
+                x1={MARGIN.left}
+                x2={WIDTH - MARGIN.right}
+                y1={frame.y(frame.step * i)}
+                y2={frame.y(frame.step * i)}
+                className={i === 0 ? 'chart-axis' : 'chart-gridline'}
+              />
+              <text x={MARGIN.left - 6} y={frame.y(frame.step * i)} className="chart-tick" textAnchor="end" dominantBaseline="middle">
+                {compact(frame.step * i)}
               </text>
             </g>
           ))}
         </g>
-        <g className="chart-bars">
-          {bars.map((bar, index) => {
-            const x = MARGIN.left + index * slot + (slot - barWidth) / 2;
-            let base = 0;
-            return (
-              <g key={bar.key} className="chart-bar" data-total={totals[index]}>
-                {series.map((s) => {
-                  const value = bar.values[s.key] ?? 0;
-                  if (value <= 0) return null;
-                  const from = base;
-                  base += value;
-                  return (
-                    <rect
-                      key={s.key}
-                      className={`chart-segment ${s.className}`}
-                      x={x}
-                      width={barWidth}
-                      y={y(base)}
-                      height={Math.max(1, y(from) - y(base))}
-                    >
-                      <title>{`${bar.title}: ${value.toLocaleString('en')} ${s.label.toLowerCase()} (of ${totals[index]!.toLocaleString('en')})`}</title>
-                    </rect>
-                  );
-                })}
-              </g>
-            );
-          })}
-        </g>
+        {children}
         <g className="chart-labels">
           {bars.map((bar, index) =>
             index % labelEvery === 0 ? (
-              <text
-                key={bar.key}
-                x={MARGIN.left + index * slot + slot / 2}
-                y={HEIGHT - MARGIN.bottom + 16}
-                className="chart-tick"
-                textAnchor="middle"
-              >
+              <text key={bar.key} x={frame.x(index)} y={HEIGHT - MARGIN.bottom + 16} className="chart-tick" textAnchor="middle">
                 {bar.label}
               </text>
             ) : null,
@@ -128,25 +229,25 @@ export function StackedBarChart({ title, series, bars }: { title: string; series
                     {s.label}
                   </th>
                 ))}
-                <th scope="col" className="num">
-                  Total
-                </th>
+                {table.total && (
+                  <th scope="col" className="num">
+                    Total
+                  </th>
+                )}
               </tr>
             </thead>
             <tbody>
-              {bars.map((bar, index) =>
-                totals[index] === 0 ? null : (
-                  <tr key={bar.key}>
-                    <th scope="row">{bar.title}</th>
-                    {series.map((s) => (
-                      <td key={s.key} className="num">
-                        {(bar.values[s.key] ?? 0).toLocaleString('en')}
-                      </td>
-                    ))}
-                    <td className="num">{totals[index]!.toLocaleString('en')}</td>
-                  </tr>
-                ),
-              )}
+              {rows.map(({ bar, index }) => (
+                <tr key={bar.key}>
+                  <th scope="row">{bar.title}</th>
+                  {series.map((s) => (
+                    <td key={s.key} className="num">
+                      {table.values(bar, s)}
+                    </td>
+                  ))}
+                  {table.total && <td className="num">{table.total(index).toLocaleString('en')}</td>}
+                </tr>
+              ))}
             </tbody>
           </table>
         </div>

@@ -3,6 +3,7 @@ import { useSession, type Permission } from '../session';
 
 const NAV: { to: string; label: string; needs: Permission }[] = [
   { to: '/integrations', label: 'Integrations', needs: 'integrations:read' },
+  { to: '/destinations', label: 'Destinations', needs: 'integrations:read' },
   { to: '/webhooks', label: 'Webhooks', needs: 'logs:read' },
   { to: '/requests', label: 'Requests', needs: 'logs:read' },
   { to: '/usage', label: 'Usage', needs: 'logs:read' },

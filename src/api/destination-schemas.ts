@@ -1,0 +1,177 @@
+import { Type } from 'typebox';
+import { MAX_HEADERS } from '../domain/destination-headers.js';
+import { MAX_INTEGRATION_IDS } from '../services/destinations.js';
+import type { Delivery, DeliveryAttempt, Destination } from '../store/store.js';
+import { Id, NullableInteger, NullableTimestamp, Timestamp, iso } from './schemas.js';
+
+/** How the API shows destinations, their deliveries and attempts, and how it takes a destination's settings. */
+
+export const WebhookUuid = Type.String({
+  pattern: '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+  description: 'A webhook uuid.',
+});
+
+export const DestinationStatusSchema = Type.Union([Type.Literal('active'), Type.Literal('paused'), Type.Literal('disabled')], {
+  description: 'active: sends; paused: by a person; disabled: by intake (failing for days without a success, or a 410 Gone). Paused and disabled hold their deliveries.',
+});
+
+export const DeliveryStateSchema = Type.Union(
+  [Type.Literal('pending'), Type.Literal('held'), Type.Literal('succeeded'), Type.Literal('failed'), Type.Literal('cancelled')],
+  {
+    description:
+      'pending: waiting for its next attempt, or in flight; held: its destination is paused or disabled; succeeded; ' +
+      'failed: the schedule ran out, or the webhook was purged first (replayable); cancelled: its destination was deleted.',
+  },
+);
+
+export const DestinationSchema = Type.Object(
+  {
+    id: Id('dst'),
+    name: Type.String(),
+    url: Type.String(),
+    integration_ids: Type.Union([Type.Array(Id('int')), Type.Null()], { description: 'null: every integration of the company.' }),
+    event_patterns: Type.Array(Type.String(), { description: '`*` matches any run of characters, dots included.' }),
+    header_names: Type.Array(Type.String(), { description: 'The extra headers sent; their values are write-only.' }),
+    timeout_ms: Type.Integer(),
+    rate_per_second: Type.Union([Type.Integer(), Type.Null()], { description: 'null: no limit.' }),
+    max_in_flight: Type.Integer(),
+    status: DestinationStatusSchema,
+    disabled_reason: Type.Union([Type.String(), Type.Null()], { description: 'Why intake disabled it, in words.' }),
+    disabled_at: NullableTimestamp,
+    failing_since: Type.Union([Timestamp, Type.Null()], { description: 'The first failed attempt since the last success.' }),
+    last_success_at: NullableTimestamp,
+    previous_secret_expires_at: Type.Union([Timestamp, Type.Null()], {
+      description: 'After a rotation, the previous signing secret also signs until then.',
+    }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { $id: 'Destination' },
+);
+
+export const DeliverySchema = Type.Object(
+  {
+    id: Id('dlv'),
+    destination_id: Id('dst'),
+    webhook_uuid: WebhookUuid,
+    integration_id: Id('int'),
+    event: Type.String(),
+    state: DeliveryStateSchema,
+    attempts: Type.Integer({ description: 'Attempts made in the current series.' }),
+    series: Type.Integer({ description: '0: the original; n: the n-th replay.' }),
+    next_attempt_at: Type.Union([Timestamp, Type.Null()], { description: 'In flight: when its claim ends. Null once settled, or while held.' }),
+    last_attempt_at: NullableTimestamp,
+    last_status: Type.Union([Type.Integer(), Type.Null()], { description: "The last attempt's HTTP status." }),
+    last_error: Type.Union([Type.String(), Type.Null()], { description: "The last attempt's error class (see Attempt)." }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { $id: 'Delivery' },
+);
+
+export const AttemptSchema = Type.Object(
+  {
+    id: Id('att'),
+    series: Type.Integer(),
+    number: Type.Integer({ description: '1-based within its series.' }),
+    attempted_at: Timestamp,
+    duration_ms: Type.Integer(),
+    status: Type.Union([Type.Integer(), Type.Null()], { description: 'The HTTP status; null when there was no answer.' }),
+    error: Type.Union([Type.String(), Type.Null()], {
+      description:
+        'null on a 2xx; else http_status, redirect (never followed), timeout, connection_refused, connection_reset, dns, tls, ' +
+        'blocked_address (resolved to an address intake refuses), webhook_purged or other.',
+    }),
+    response_excerpt: Type.Union([Type.String(), Type.Null()], { description: "The first 1 KiB of the answer's body, as text." }),
+    next_attempt_at: Type.Union([Timestamp, Type.Null()], { description: 'When the next attempt was scheduled; null when none.' }),
+  },
+  { $id: 'DeliveryAttempt' },
+);
+
+/** A destination's settings as a request sets them; PATCH takes any of them. */
+export const DestinationSettings = {
+  name: Type.String({ minLength: 1, maxLength: 200 }),
+  url: Type.String({
+    minLength: 1,
+    maxLength: 2048,
+    description:
+      'https:// (http:// too outside production). Refused when it is, or resolves to, a loopback, private, link-local, ' +
+      'multicast or metadata address, unless INTAKE_DESTINATION_ALLOW lists it; no user:password in it.',
+  }),
+  integration_ids: Type.Unsafe<string[] | null>({
+    type: ['array', 'null'],
+    items: Id('int'),
+    minItems: 1,
+    maxItems: MAX_INTEGRATION_IDS,
+    description: 'The integrations whose webhooks it receives; null (the default): every integration, those made later too.',
+  }),
+  event_patterns: Type.Array(Type.String(), {
+    description: 'Default ["*"]. `*` matches any run of characters, dots included (`order.*`, `*.failed`); the rest is literal.',
+  }),
+  headers: Type.Record(Type.String(), Type.String(), {
+    maxProperties: MAX_HEADERS,
+    description:
+      `Up to ${MAX_HEADERS} extra headers to send, {name: value}: names up to 100 characters, values up to 4096, no control ` +
+      'characters. Not host, content-*, connection, user-agent, webhook-* or x-intake-*. The values are sealed and never shown ' +
+      'again; a change replaces the whole set.',
+  }),
+  timeout_ms: Type.Integer({ minimum: 1000, maximum: 60_000, description: 'Per attempt; default 15000.' }),
+  rate_per_second: NullableInteger({ minimum: 1, maximum: 10_000, description: 'Requests a second at most; null (the default): no limit.' }),
+  max_in_flight: Type.Integer({ minimum: 1, maximum: 1000, description: 'Requests in flight at once at most; default 10.' }),
+};
+
+/** What the API shows of a destination: never its secrets nor its headers' values. */
+export function presentDestination(destination: Destination) {
+  return {
+    id: destination.id,
+    name: destination.name,
+    url: destination.url,
+    integration_ids: destination.integrationIds,
+    event_patterns: destination.eventPatterns,
+    header_names: destination.headerNames,
+    timeout_ms: destination.timeoutMs,
+    rate_per_second: destination.ratePerSecond,
+    max_in_flight: destination.maxInFlight,
+    status: destination.status,
+    disabled_reason: destination.disabledReason,
+    disabled_at: destination.status === 'disabled' ? iso(destination.statusChangedAt) : null,
+    failing_since: iso(destination.failingSince),
+    last_success_at: iso(destination.lastSuccessAt),
+    previous_secret_expires_at: iso(destination.previousSecretExpiresAt),
+    created_at: iso(destination.createdAt),
+    updated_at: iso(destination.updatedAt),
+  };
+}
+
+export function presentDelivery(delivery: Delivery) {
+  return {
+    id: delivery.id,
+    destination_id: delivery.destinationId,
+    webhook_uuid: delivery.webhookUuid,
+    integration_id: delivery.integrationId,
+    event: delivery.event,
+    state: delivery.state,
+    attempts: delivery.attempts,
+    series: delivery.series,
+    next_attempt_at: iso(delivery.nextAttemptAt),
+    last_attempt_at: iso(delivery.lastAttemptAt),
+    last_status: delivery.lastStatus,
+    last_error: delivery.lastError,
+    created_at: iso(delivery.createdAt),
+    updated_at: iso(delivery.updatedAt),
+  };
+}
+
+export function presentAttempt(attempt: DeliveryAttempt) {
+  return {
+    id: attempt.id,
+    series: attempt.series,
+    number: attempt.number,
+    attempted_at: iso(attempt.attemptedAt),
+    duration_ms: attempt.durationMs,
+    status: attempt.status,
+    error: attempt.error,
+    response_excerpt: attempt.responseExcerpt,
+    next_attempt_at: iso(attempt.nextAttemptAt),
+  };
+}

@@ -1,0 +1,179 @@
+import type { Command } from 'commander';
+import type { PageCursor } from '../domain/cursor.js';
+import { parseOptionalTime } from '../domain/time.js';
+import { AppError } from '../errors.js';
+import type { Destination, DeliveryState } from '../store/store.js';
+import { iso, print, withStore, type CommandContext } from './context.js';
+import { parseWhole } from './integration.js';
+
+const PAGE = 200;
+
+/**
+ * `intake destination …`: where a company's webhooks are delivered. The commands that name
+ * a destination find its company from it, as the integration commands do.
+ */
+export function registerDestinationCommands(program: Command): void {
+  const destination = program.command('destination').description('destinations (URLs that receive the webhooks)');
+  destination
+    .command('create')
+    .description('create a destination and its signing secret')
+    .requiredOption('--company <id>', 'company id (cmp_…)')
+    .requiredOption('--name <name>', 'destination name')
+    .requiredOption('--url <url>', 'where to send: https://… (http://… too outside production)')
+    .option('--integration <id>', 'only this integration (repeat for several; all when absent)', collect, [])
+    .option('--event <pattern>', 'only events matching this pattern, * for any run of characters (repeat; * when absent)', collect, [])
+    .option('--header <"Name: value">', 'an extra header to send, its value kept sealed (repeat)', collect, [])
+    .option('--timeout-ms <ms>', 'per attempt, 1000 to 60000 (default 15000)', parseWhole)
+    .option('--rate <per-second>', 'requests a second at most (no limit when absent)', parseWhole)
+    .option('--max-in-flight <n>', 'requests at once at most (default 10)', parseWhole)
+    .option('--json', 'print one JSON object')
+    .action(
+      (options: {
+        company: string;
+        name: string;
+        url: string;
+        integration: string[];
+        event: string[];
+        header: string[];
+        timeoutMs?: number;
+        rate?: number;
+        maxInFlight?: number;
+        json?: boolean;
+      }) =>
+        withStore(async ({ destinations }) => {
+          const created = await destinations.create(options.company, {
+            name: options.name,
+            url: options.url,
+            integrationIds: options.integration.length === 0 ? null : options.integration,
+            eventPatterns: options.event.length === 0 ? undefined : options.event,
+            headers: parseHeaders(options.header),
+            timeoutMs: options.timeoutMs,
+            ratePerSecond: options.rate,
+            maxInFlight: options.maxInFlight,
+          });
+          print(
+            { ...shown(created.destination), signing_secret: created.signingSecret },
+            options,
+            'The signing secret is shown only this once: give it to the receiver now.',
+          );
+        }),
+    );
+
+  destination
+    .command('list')
+    .description("a company's destinations, newest first")
+    .requiredOption('--company <id>', 'company id (cmp_…)')
+    .option('--json', 'print one JSON object: {"data": [...]}')
+    .action((options: { company: string; json?: boolean }) =>
+      withStore(async ({ store }) => {
+        if (!(await store.getCompany(options.company))) throw new AppError('not_found', `No company with id ${options.company}.`);
+        // Every page: an operator's listing is not a screenful.
+        const list: Destination[] = [];
+        let cursor: PageCursor | undefined;
+        for (;;) {
+          const page = await store.listDestinations(options.company, { limit: PAGE, cursor });
+          list.push(...page);
+          if (page.length < PAGE) break;
+          cursor = { at: page.at(-1)!.createdAt, id: page.at(-1)!.id };
+        }
+        if (options.json) return print({ data: list.map(shown) }, options);
+        const lines = list.map((d) => `${d.id}  ${d.status.padEnd(8)}  ${d.name}  ${d.url}`);
+        process.stdout.write(`${lines.length === 0 ? '(no destinations)' : lines.join('\n')}\n`);
+      }),
+    );
+
+  for (const [name, description] of [
+    ['pause', 'hold its deliveries until resumed'],
+    ['resume', 'send again (also re-enables one intake disabled)'],
+  ] as const) {
+    destination
+      .command(name)
+      .description(description)
+      .requiredOption('--destination <id>', 'destination id (dst_…)')
+      .option('--json', 'print one JSON object')
+      .action((options: { destination: string; json?: boolean }) =>
+        withStore(async (context) => {
+          const companyId = await companyOfDestination(context, options.destination);
+          const changed = await context.destinations.setPaused(companyId, options.destination, name === 'pause');
+          print({ id: changed.id, status: changed.status }, options);
+        }),
+      );
+  }
+
+  destination
+    .command('delete')
+    .description('delete it: nothing more is sent, its pending and held deliveries are cancelled')
+    .requiredOption('--destination <id>', 'destination id (dst_…)')
+    .option('--json', 'print one JSON object')
+    .action((options: { destination: string; json?: boolean }) =>
+      withStore(async (context) => {
+        await context.destinations.remove(await companyOfDestination(context, options.destination), options.destination);
+        print({ id: options.destination, deleted: true }, options);
+      }),
+    );
+
+  destination
+    .command('replay')
+    .description('a new attempt series for its deliveries that match (at most 10000 a call; "more" says run it again)')
+    .requiredOption('--destination <id>', 'destination id (dst_…)')
+    .option('--state <state>', 'only deliveries in this state: pending, held, succeeded, failed')
+    .option('--event <event>', 'only this event, exactly')
+    .option('--since <time>', 'made at or after (ISO-8601)')
+    .option('--until <time>', 'made before (ISO-8601)')
+    .option('--json', 'print one JSON object')
+    .action(
+      (options: { destination: string; state?: string; event?: string; since?: string; until?: string; json?: boolean }) =>
+        withStore(async (context) => {
+          const companyId = await companyOfDestination(context, options.destination);
+          const outcome = await context.destinations.replayDeliveries(companyId, {
+            destinationId: options.destination,
+            state: options.state as DeliveryState | undefined,
+            event: options.event,
+            since: parseOptionalTime(options.since, 'since'),
+            until: parseOptionalTime(options.until, 'until'),
+          });
+          print({ replayed: outcome.count, more: outcome.more }, options);
+        }),
+    );
+}
+
+/** The company of a live destination named on the command line; not found otherwise. */
+async function companyOfDestination({ store }: CommandContext, destinationId: string): Promise<string> {
+  const companyId = await store.companyOfDestination(destinationId);
+  if (companyId === undefined) throw new AppError('not_found', `No destination with id ${destinationId}.`);
+  return companyId;
+}
+
+/** What the CLI prints of a destination (the API's fields; never a secret). */
+function shown(destination: Destination) {
+  return {
+    id: destination.id,
+    name: destination.name,
+    url: destination.url,
+    status: destination.status,
+    integration_ids: destination.integrationIds,
+    event_patterns: destination.eventPatterns,
+    header_names: destination.headerNames,
+    timeout_ms: destination.timeoutMs,
+    rate_per_second: destination.ratePerSecond,
+    max_in_flight: destination.maxInFlight,
+    created_at: iso(destination.createdAt),
+  };
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+/** `--header 'Name: value'`, as curl takes it; the service checks names and values. */
+function parseHeaders(lines: string[]): Record<string, string> {
+  const entries = lines.map((line): [string, string] => {
+    const colon = line.indexOf(':');
+    if (colon <= 0) throw new AppError('invalid_request', `--header must be "Name: value", not "${line}".`, { field: 'headers' });
+    return [line.slice(0, colon).trim(), line.slice(colon + 1).trimStart()];
+  });
+  const names = entries.map(([name]) => name.toLowerCase());
+  const twice = names.find((name, i) => names.indexOf(name) !== i);
+  if (twice !== undefined) throw new AppError('invalid_request', `--header ${twice} is given twice.`, { field: 'headers' });
+  return Object.fromEntries(entries);
+}

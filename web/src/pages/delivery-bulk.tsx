@@ -1,0 +1,162 @@
+import { useState } from 'react';
+import { api } from '../api/client';
+import { Field, FormDialog } from '../components/dialog';
+import { fromLocalInput, toLocalInput } from '../components/list-controls';
+import { ErrorMessage, numberFormat } from '../components/ui';
+import type { Destination } from './destination-shared';
+
+/**
+ * A destination's bulk actions: replaying its failed deliveries, and sending it webhooks
+ * stored before it existed. Each answers how many it took and whether more matched than
+ * one call takes, in which case the notice offers the next batch.
+ */
+
+/** A bulk action's request, kept to ask for the next batch when more matched than one call takes. */
+type BulkRequest = { kind: 'replay'; body: Record<string, unknown> } | { kind: 'send'; body: Record<string, unknown> };
+/** What a bulk action answered, said above the list until the next one. */
+type BulkAnswer = { replayed?: number; created?: number; skipped?: number; more: boolean; next_since?: string };
+
+/**
+ * The two bulk actions' dialogs and the notice of the last one's answer; `onDone` runs
+ * after each call (the deliveries and stats change).
+ */
+export function useBulkActions(destination: Destination, onDone: () => void) {
+  const [dialog, setDialog] = useState<BulkRequest['kind']>();
+  const [result, setResult] = useState<{ request: BulkRequest; answer: BulkAnswer }>();
+  const run = async (request: BulkRequest) => {
+    const path = request.kind === 'replay' ? '/deliveries/replay' : `/destinations/${destination.id}/send`;
+    const answer = await api.post<BulkAnswer>(path, request.body);
+    setDialog(undefined);
+    setResult({ request, answer });
+    onDone();
+  };
+  const close = () => setDialog(undefined);
+  return {
+    open: setDialog,
+    notice: result && (
+      <BulkNotice kind={result.request.kind} answer={result.answer} again={() => run(nextBatch(result.request, result.answer))} />
+    ),
+    dialog:
+      dialog === 'replay' ? (
+        <ReplayFailedDialog destination={destination} onClose={close} run={(body) => run({ kind: 'replay', body })} />
+      ) : dialog === 'send' ? (
+        <SendStoredDialog destination={destination} onClose={close} run={(body) => run({ kind: 'send', body })} />
+      ) : null,
+  };
+}
+
+/** The same request again; a send goes on from where the last call stopped reading. */
+function nextBatch(request: BulkRequest, answer: BulkAnswer): BulkRequest {
+  return answer.next_since ? { ...request, body: { ...request.body, since: answer.next_since } } : request;
+}
+
+function BulkNotice({ kind, answer, again }: { kind: BulkRequest['kind']; answer: BulkAnswer; again(): Promise<void> }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<Error>();
+  const plural = (n: number | undefined, one: string, many: string) => `${numberFormat.format(n ?? 0)} ${n === 1 ? one : many}`;
+  const next = async () => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await again();
+    } catch (e) {
+      setError(e as Error);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <>
+      <div className="notice info destination-bulk" role="status">
+        <span>
+          {kind === 'replay'
+            ? `Replayed ${plural(answer.replayed, 'failed delivery', 'failed deliveries')}: each starts a new series of attempts.`
+            : `Created ${plural(answer.created, 'delivery', 'deliveries')} for stored webhooks` +
+              (answer.skipped ? `; ${plural(answer.skipped, 'webhook', 'webhooks')} already had one.` : '.')}
+          {answer.more && ' More matched than one call takes.'}
+        </span>
+        {answer.more && (
+          <button type="button" className="button small" onClick={() => void next()} disabled={busy}>
+            {kind === 'replay' ? 'Replay the next batch' : 'Send the next batch'}
+          </button>
+        )}
+      </div>
+      {error && <ErrorMessage error={error} />}
+    </>
+  );
+}
+
+/** Optional from/to inputs (datetime-local, sent as UTC). */
+function RangeFields({ since, until, onChange }: { since: string; until: string; onChange(since: string, until: string): void }) {
+  return (
+    <div className="grid-2">
+      <Field label="From">
+        <input type="datetime-local" value={since} onChange={(e) => onChange(e.target.value, until)} />
+      </Field>
+      <Field label="To">
+        <input type="datetime-local" value={until} onChange={(e) => onChange(since, e.target.value)} />
+      </Field>
+    </div>
+  );
+}
+
+function ReplayFailedDialog({
+  destination,
+  onClose,
+  run,
+}: {
+  destination: Destination;
+  onClose(): void;
+  run(body: Record<string, unknown>): Promise<void>;
+}) {
+  const [range, setRange] = useState({ since: '', until: '' });
+  const submit = () =>
+    run({ destination_id: destination.id, state: 'failed', since: fromLocalInput(range.since), until: fromLocalInput(range.until) });
+  return (
+    <FormDialog title="Replay failed deliveries" submitLabel="Replay failed deliveries" onClose={onClose} onSubmit={submit}>
+      <p>
+        Every failed delivery of <strong>{destination.name}</strong> (created in the range, if you give one) starts a new series of
+        attempts, at once{destination.status === 'active' ? '' : ' once the destination is resumed'}. Their earlier attempts stay
+        in their log.
+      </p>
+      <RangeFields since={range.since} until={range.until} onChange={(since, until) => setRange({ since, until })} />
+      <p className="muted small">Leave both empty to replay every failed delivery.</p>
+    </FormDialog>
+  );
+}
+
+function SendStoredDialog({
+  destination,
+  onClose,
+  run,
+}: {
+  destination: Destination;
+  onClose(): void;
+  run(body: Record<string, unknown>): Promise<void>;
+}) {
+  const createdAt = Date.parse(destination.created_at);
+  // The inputs hold whole minutes: the end is the minute after the creation, so nothing
+  // received in its last seconds is left out (what came after already has a delivery).
+  const [range, setRange] = useState({
+    since: toLocalInput(new Date(createdAt - 86_400_000).toISOString()),
+    until: toLocalInput(new Date(createdAt + 60_000).toISOString()),
+  });
+  const [event, setEvent] = useState('');
+  const submit = async () => {
+    const since = fromLocalInput(range.since);
+    if (!since) throw new Error('Give the time the range starts from.');
+    await run({ since, until: fromLocalInput(range.until), event: event.trim() || undefined });
+  };
+  return (
+    <FormDialog title="Send stored webhooks" submitLabel="Send webhooks" onClose={onClose} onSubmit={submit}>
+      <p>
+        Sends <strong>{destination.name}</strong> the webhooks stored in this range that it matches and has not had yet, such as
+        those received before it was created ({new Date(destination.created_at).toLocaleString()}).
+      </p>
+      <RangeFields since={range.since} until={range.until} onChange={(since, until) => setRange({ since, until })} />
+      <Field label="Event" hint="Optional: only this event name.">
+        <input value={event} onChange={(e) => setEvent(e.target.value)} placeholder="order.created" maxLength={200} spellCheck={false} />
+      </Field>
+    </FormDialog>
+  );
+}

@@ -1,0 +1,201 @@
+import { useEffect, useState } from 'react';
+import { Link } from 'react-router';
+import { api } from '../api/client';
+import { useApi } from '../api/use-api';
+import { Dialog } from '../components/dialog';
+import { useIntegrations } from '../components/log-shared';
+import { ErrorMessage, Loading, Time, numberFormat } from '../components/ui';
+import { DeliveryStateBadge, Outcome, formatMs, type Attempt, type Delivery, type DeliveryDetail } from './destination-shared';
+
+/** While the delivery is pending, it is read again this often: its next attempt is coming. */
+const REFRESH_MS = 2000;
+
+/**
+ * One delivery in a wide dialog: its facts, every attempt (time, status or error in words,
+ * duration, the answer's first bytes, the next attempt), and Replay.
+ */
+export function DeliveryDetailDialog({
+  deliveryId,
+  manage,
+  onClose,
+  onReplayed,
+}: {
+  deliveryId: string;
+  manage: boolean;
+  onClose(): void;
+  onReplayed(): void;
+}) {
+  const detail = useApi(() => api.get<DeliveryDetail>(`/deliveries/${encodeURIComponent(deliveryId)}`), [deliveryId]);
+  const delivery = detail.data?.delivery.id === deliveryId ? detail.data.delivery : undefined;
+  const { reload, loading } = detail;
+  useEffect(() => {
+    if (delivery?.state !== 'pending' || loading) return;
+    const timer = setTimeout(reload, REFRESH_MS);
+    return () => clearTimeout(timer);
+  }, [delivery, loading, reload]);
+
+  return (
+    <Dialog title="Delivery details" onClose={onClose} wide>
+      {detail.error && !delivery ? (
+        <ErrorMessage error={detail.error} retry={detail.reload} />
+      ) : !delivery || !detail.data ? (
+        <Loading label="Loading the delivery…" />
+      ) : (
+        <>
+          {detail.error && <ErrorMessage error={detail.error} retry={detail.reload} />}
+          <DeliveryFacts
+            delivery={delivery}
+            manage={manage}
+            onReplayed={() => {
+              detail.reload();
+              onReplayed();
+            }}
+          />
+          <Attempts attempts={detail.data.attempts} delivery={delivery} />
+        </>
+      )}
+    </Dialog>
+  );
+}
+
+function DeliveryFacts({ delivery, manage, onReplayed }: { delivery: Delivery; manage: boolean; onReplayed(): void }) {
+  const integrations = useIntegrations();
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<Error>();
+  // A replay of a pending one sends it now rather than at its next retry; a cancelled one has no destination left.
+  const replayable = delivery.state !== 'cancelled';
+  const replay = async () => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await api.post(`/deliveries/${delivery.id}/replay`);
+      onReplayed();
+    } catch (e) {
+      setError(e as Error);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const webhookLink = `/webhooks?${new URLSearchParams({ integration_id: delivery.integration_id, webhook: delivery.webhook_uuid })}`;
+  return (
+    <div className="delivery-facts">
+      <dl className="details">
+        <dt>State</dt>
+        <dd>
+          <DeliveryStateBadge state={delivery.state} />
+        </dd>
+        <dt>Event</dt>
+        <dd className="event-name">{delivery.event}</dd>
+        <dt>Webhook</dt>
+        <dd>
+          <Link to={webhookLink} className="mono">
+            {delivery.webhook_uuid}
+          </Link>
+        </dd>
+        <dt>Integration</dt>
+        <dd>{integrations.nameOf(delivery.integration_id) ?? <span className="mono">{delivery.integration_id}</span>}</dd>
+        <dt>Series</dt>
+        <dd>{delivery.series === 0 ? 'The original' : `Replay ${numberFormat.format(delivery.series)}`}</dd>
+        <dt>Attempts</dt>
+        <dd>{numberFormat.format(delivery.attempts)} in this series</dd>
+        {delivery.state === 'pending' && (
+          <>
+            <dt>Next attempt</dt>
+            <dd>
+              <Time iso={delivery.next_attempt_at} fallback="Now" />
+            </dd>
+          </>
+        )}
+        <dt>Delivery ID</dt>
+        <dd className="mono">{delivery.id}</dd>
+        <dt>Created</dt>
+        <dd>
+          <Time iso={delivery.created_at} />
+        </dd>
+      </dl>
+      {manage && replayable && (
+        <div className="delivery-replay">
+          <button type="button" className="button primary" onClick={() => void replay()} disabled={busy}>
+            {busy ? 'Replaying…' : 'Replay'}
+          </button>
+          <span className="muted small">
+            {delivery.state === 'pending'
+              ? 'Sends it now, as a new series of attempts, rather than at its next retry.'
+              : 'Sends it again, as a new series of attempts.'}
+          </span>
+        </div>
+      )}
+      {error && <ErrorMessage error={error} />}
+    </div>
+  );
+}
+
+function Attempts({ attempts, delivery }: { attempts: Attempt[]; delivery: Delivery }) {
+  if (attempts.length === 0) {
+    return (
+      <p className="muted" role="status">
+        {delivery.state === 'held'
+          ? 'No attempt yet: the destination is paused or disabled.'
+          : delivery.state === 'cancelled'
+            ? 'No attempt was made: the destination was deleted first.'
+            : 'No attempt yet: the first is on its way.'}
+      </p>
+    );
+  }
+  return (
+    <section aria-labelledby="attempts-heading">
+      <h3 id="attempts-heading">Attempts</h3>
+      <div className="table-wrap">
+        <table className="attempts-table">
+          <thead>
+            <tr>
+              <th scope="col">#</th>
+              <th scope="col">Time</th>
+              <th scope="col">Outcome</th>
+              <th scope="col" className="numeric">
+                Duration
+              </th>
+              <th scope="col">Next attempt</th>
+              <th scope="col">Response</th>
+            </tr>
+          </thead>
+          <tbody>
+            {attempts.map((attempt) => (
+              <tr key={attempt.id} data-attempt-id={attempt.id}>
+                <td>
+                  {attempt.number}
+                  {attempt.series > 0 && <div className="muted small">replay {attempt.series}</div>}
+                </td>
+                <td>
+                  <span title={new Date(attempt.attempted_at).toUTCString()}>{new Date(attempt.attempted_at).toLocaleString()}</span>
+                </td>
+                <td>
+                  <Outcome status={attempt.status} error={attempt.error} />
+                </td>
+                <td className="numeric">{formatMs(attempt.duration_ms)}</td>
+                <td>
+                  <Time iso={attempt.next_attempt_at} fallback="None" />
+                </td>
+                <td className="wrap attempt-response">
+                  {attempt.response_excerpt ? (
+                    <details>
+                      <summary className="mono small">{preview(attempt.response_excerpt)}</summary>
+                      <pre>{attempt.response_excerpt}</pre>
+                    </details>
+                  ) : (
+                    <span className="muted">—</span>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </section>
+  );
+}
+
+function preview(text: string): string {
+  const line = text.replace(/\s+/g, ' ').trim();
+  return line.length > 60 ? `${line.slice(0, 60)}…` : line || '(blank)';
+}
