@@ -44,7 +44,7 @@ export function matchesEvent(patterns: readonly string[], event: string): boolea
  * bounded by the event's length times the pattern's, both short, whatever the pattern.
  */
 function matchesPattern(pattern: string, event: string): boolean {
-  const pieces = pattern.split('*');
+  const pieces = piecesOf(pattern);
   const first = pieces[0]!;
   if (pieces.length === 1) return pattern === event;
   const last = pieces[pieces.length - 1]!;
@@ -59,6 +59,24 @@ function matchesPattern(pattern: string, event: string): boolean {
     from = at + piece.length;
   }
   return true;
+}
+
+/**
+ * Each pattern split once: the outbox matches every webhook of a company against every
+ * pattern of its destinations inside the commit, so the split is not paid per webhook.
+ * Bounded like every cache here: emptied when full.
+ */
+const PIECES = new Map<string, readonly string[]>();
+const MAX_CACHED_PATTERNS = 10_000;
+
+function piecesOf(pattern: string): readonly string[] {
+  let pieces = PIECES.get(pattern);
+  if (pieces === undefined) {
+    pieces = pattern.split('*');
+    if (PIECES.size >= MAX_CACHED_PATTERNS) PIECES.clear();
+    PIECES.set(pattern, pieces);
+  }
+  return pieces;
 }
 
 function invalid(message: string): AppError {

@@ -56,6 +56,12 @@ export const MAX_PER_CALL = 10_000;
 /** Webhooks one send may name. */
 export const MAX_SEND_UUIDS = 100;
 export const MAX_INTEGRATION_IDS = 100;
+/**
+ * Live destinations of one company at most: every webhook the company receives is matched
+ * against each of them inside the commit that stores it (the outbox), so the count bounds
+ * what one tenant's webhooks cost the commit path everyone shares.
+ */
+export const MAX_DESTINATIONS = 50;
 const MAX_NAME_LENGTH = 200;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -88,6 +94,9 @@ export class DestinationManagement {
   /** A new destination and its signing secret, which is shown in this answer only. */
   async create(companyId: string, input: DestinationInput): Promise<{ destination: Destination; signingSecret: string }> {
     if (!isId('cmp', companyId) || !(await this.store.getCompany(companyId))) throw notFound('company', companyId);
+    if ((await this.store.listDestinations(companyId, { limit: MAX_DESTINATIONS })).length >= MAX_DESTINATIONS) {
+      throw new AppError('conflict', `A company has at most ${MAX_DESTINATIONS} destinations; delete one first.`);
+    }
     const headers = this.sealedHeaders(input.headers ?? {});
     const settings = await this.validSettings(companyId, {
       ...input,

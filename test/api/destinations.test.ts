@@ -253,6 +253,16 @@ describe('validation names the field; nothing is stored', () => {
     }
     expect((await api('GET', `/destinations/${destination.id}`)).json()).toEqual(destination);
   });
+
+  test('a company has at most 50 destinations (each is matched inside every commit of its webhooks)', async () => {
+    const crowded = await t.newTenant();
+    const crowdedKey = await managementKey(t, crowded.companyId);
+    const existing = (await api('GET', '/destinations?limit=100', undefined, crowdedKey)).json<Json>().data.length;
+    for (let i = existing; i < 50; i++) await createDestination({}, crowdedKey);
+    const refused = await api('POST', '/destinations', { name: 'One more', url: 'https://more.example.invalid/' }, crowdedKey);
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json<Json>().message).toMatch(/at most 50 destinations/);
+  });
 });
 
 describe('server-side request forgery is refused at creation', () => {
