@@ -8,7 +8,10 @@ import { signatureHeaders } from './signing.js';
 export interface DispatcherOptions {
   /** Requests in flight on this node at most, across destinations. */
   concurrency: number;
-  /** Of those, for one company at most (default a quarter, and 4 at least). */
+  /**
+   * Of those, one company's fair share (default a quarter, 4 at least); it may use up to
+   * three quarters when no other company's deliveries are waiting.
+   */
   perCompany?: number;
   /** How long a claim outlives its destination's timeout: a node that dies frees its claims then. */
   leaseMarginMs: number;
@@ -149,7 +152,7 @@ export class DeliveryDispatcher {
     const claimed = await this.store.claimDeliveries(this.now(), {
       limit,
       leaseMs: this.options.leaseMarginMs,
-      perCompany: { limit: perCompany, inFlight: this.inFlightByCompany },
+      perCompany: { limit: perCompany, burst: Math.max(perCompany, Math.floor((this.options.concurrency * 3) / 4)), inFlight: this.inFlightByCompany },
     });
     for (const delivery of claimed) {
       this.inFlight++;

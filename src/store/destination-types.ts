@@ -160,11 +160,12 @@ export interface ClaimOptions {
   /** Deliveries to claim at most. */
   limit: number;
   /**
-   * This node's fair share per company: at most `limit` requests in flight for one company,
-   * `inFlight` says how many each has now. One tenant's slow receivers cannot take every
-   * slot of a node while other tenants' deliveries wait.
+   * This node's fair share per company: each company first gets up to `limit` requests in
+   * flight; room left then goes to anyone, up to `burst` for one company (`inFlight` says
+   * how many each has now). A lone tenant uses most of the node, yet one tenant's slow
+   * receivers never hold every slot while other tenants' deliveries wait.
    */
-  perCompany?: { limit: number; inFlight: ReadonlyMap<string, number> };
+  perCompany?: { limit: number; burst: number; inFlight: ReadonlyMap<string, number> };
   /** How long a claim lasts past `now` plus the destination's timeout: a node that dies lets it go then. */
   leaseMs: number;
 }

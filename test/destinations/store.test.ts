@@ -178,15 +178,20 @@ describe('claims', () => {
   });
 });
 
-test("a node's fair share per company: one company's backlog leaves room for another's deliveries", async () => {
+test("a node's fair share per company: one company's backlog leaves room for another's, and a lone company may burst", async () => {
   const other = await createTenant(store);
   await destination(owner.companyId, { maxInFlight: 100 });
   await destination(other.companyId, { maxInFlight: 100 });
   await commit(Array.from({ length: 10 }, () => [owner] as [Owner]));
   await commit([[other], [other]], T0 + 50);
-  const claimed = await store.claimDeliveries(T0 + 100, { limit: 5, leaseMs: 30_000, perCompany: { limit: 3, inFlight: new Map([[owner.companyId, 1]]) } });
+  const share = { limit: 3, burst: 4, inFlight: new Map([[owner.companyId, 1]]) };
+  const claimed = await store.claimDeliveries(T0 + 100, { limit: 5, leaseMs: 30_000, perCompany: share });
   const count = (companyId: string) => claimed.filter((c) => c.companyId === companyId).length;
-  expect([count(owner.companyId), count(other.companyId)]).toEqual([2, 2]);
+  // Shares first (2 more for the owner, 2 for the other), then the room left, up to the burst.
+  expect([count(owner.companyId), count(other.companyId)]).toEqual([3, 2]);
+  // Alone, a company goes up to its burst and no further.
+  const alone = await store.claimDeliveries(T0 + 100, { limit: 10, leaseMs: 30_000, perCompany: { ...share, inFlight: new Map([[owner.companyId, 3]]) } });
+  expect(alone.map((c) => c.companyId)).toEqual([owner.companyId]);
 });
 
 describe('results', () => {

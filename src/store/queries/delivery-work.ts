@@ -97,17 +97,19 @@ export async function claimDeliveries(db: Kysely<Database>, types: DialectTypes,
       }),
     );
 
-    const chosen = [];
+    const chosen: typeof candidates = [];
     const companyShare = new Map(options.perCompany?.inFlight ?? []);
-    for (const candidate of candidates) {
-      if (chosen.length >= options.limit) break;
-      const room = budget.get(candidate.destination_id) ?? 0;
-      if (room === 0) continue;
-      const share = companyShare.get(candidate.company_id) ?? 0;
-      if (options.perCompany && share >= options.perCompany.limit) continue;
-      budget.set(candidate.destination_id, room - 1);
-      companyShare.set(candidate.company_id, share + 1);
-      chosen.push(candidate);
+    // Each company's fair share first, then what room is left, up to the burst.
+    for (const cap of options.perCompany ? [options.perCompany.limit, options.perCompany.burst] : [Infinity]) {
+      for (const candidate of candidates) {
+        if (chosen.length >= options.limit) break;
+        const room = budget.get(candidate.destination_id) ?? 0;
+        const share = companyShare.get(candidate.company_id) ?? 0;
+        if (room === 0 || share >= cap || chosen.includes(candidate)) continue;
+        budget.set(candidate.destination_id, room - 1);
+        companyShare.set(candidate.company_id, share + 1);
+        chosen.push(candidate);
+      }
     }
     if (chosen.length === 0) return [];
 
