@@ -40,6 +40,7 @@ const ON_BOTH_DATABASES = [
   'test/intake-fuzz-tcp.test.ts',
   'test/destinations/store.test.ts',
   'test/destinations/dispatcher.test.ts',
+  'test/destinations/feed-consumer.test.ts',
 ];
 
 const postgres = await probePostgres(TEST_POSTGRES_URL);

@@ -1,0 +1,72 @@
+import { afterAll, afterEach, expect, test } from 'vitest';
+import { freshDatabase, testDialect, type TestDatabase } from '../support/databases.js';
+import { FeedConsumer } from '../support/feed-consumer.js';
+import { cleanupAll, killAll, listAllWebhooks, runCliJson, sleep, startServer, type ServerProcess } from '../support/processes.js';
+import { WebhookLoad } from '../support/webhook-load.js';
+
+/**
+ * The feed as a consumer uses it (issue 15, Tests: "Feed"): a reader that keeps its cursor
+ * long-polls while senders load the service, through a kill -9 and a restart of a node, and
+ * gets every webhook the service stored exactly once, none it did not. On SQLite one node;
+ * on PostgreSQL two nodes sharing the database, the reader going from one to the other, and
+ * one of them killed while the other keeps committing.
+ */
+
+const NODE_ENV = { LOG_LEVEL: 'warn' };
+let db: TestDatabase | undefined;
+
+afterEach(() => killAll());
+afterAll(async () => {
+  await cleanupAll();
+  await db?.cleanup();
+});
+
+test('a consumer with its cursor gets every stored webhook once, during load and across a kill -9 and a restart', async () => {
+  const postgres = testDialect() === 'postgres';
+  db = postgres ? await freshDatabase() : undefined;
+  const first = await startServer({ ...(db && { databaseUrl: db.databaseUrl }), env: NODE_ENV });
+  const nodes: ServerProcess[] = [first];
+  if (postgres) nodes.push(await startServer({ databaseUrl: first.databaseUrl, env: NODE_ENV }));
+
+  const env = first.cliEnv;
+  const company = String((await runCliJson(['company', 'create', '--name', 'Feed'], env)).json.id);
+  const integration = await runCliJson(['integration', 'create', '--company', company, '--name', 'Shop'], env);
+  const other = await runCliJson(['integration', 'create', '--company', company, '--name', 'Billing'], env);
+  const key = String((await runCliJson(['key', 'create', '--company', company, '--scope', 'logs:read'], env)).json.api_key);
+
+  const targets = () =>
+    nodes.flatMap((node) => [
+      { address: `${node.baseUrl}/api/webhooks/${integration.json.integration_key}`, apiKey: String(integration.json.api_key) },
+      { address: `${node.baseUrl}/api/webhooks/${other.json.integration_key}`, apiKey: String(other.json.api_key) },
+    ]);
+  const consumer = new FeedConsumer(() => nodes, key);
+  const before = new WebhookLoad({ concurrency: 6, targets: targets() });
+  await sleep(1500);
+
+  // The victim: the only node on SQLite, the first of two on PostgreSQL (the other keeps committing).
+  await first.kill();
+  before.stop();
+  await before.done;
+  const restarted = await startServer({ databaseUrl: first.databaseUrl, env: NODE_ENV });
+  nodes[0] = restarted;
+  const after = new WebhookLoad({ concurrency: 6, targets: targets() });
+  await sleep(1500);
+  after.stop();
+  await after.done;
+  await consumer.stop();
+
+  const acknowledged = new Set([...before.acked.keys(), ...after.acked.keys()]);
+  const stored = [
+    ...(await listAllWebhooks(restarted.baseUrl, String(integration.json.integration_key), String(integration.json.api_key))),
+    ...(await listAllWebhooks(restarted.baseUrl, String(other.json.integration_key), String(other.json.api_key))),
+  ].map((webhook) => webhook.uuid);
+  const duplicates = [...consumer.counts].filter(([, count]) => count > 1);
+  console.log(
+    `feed consumer (${testDialect()}): acknowledged ${acknowledged.size}, stored ${stored.length}, read ${consumer.seen.length}, ` +
+      `duplicates ${duplicates.length}, pages failed while a node was down ${consumer.failures}`,
+  );
+  expect(acknowledged.size).toBeGreaterThan(100);
+  expect(duplicates).toEqual([]);
+  expect(new Set(consumer.seen)).toEqual(new Set(stored));
+  for (const uuid of acknowledged) expect(consumer.counts.get(uuid), uuid).toBe(1);
+}, 90_000);

@@ -1,0 +1,63 @@
+import { sleep, type ServerProcess } from './processes.js';
+
+/**
+ * A consumer of GET /api/v1/webhooks/feed as the docs tell one to be: it long-polls with
+ * its stored cursor, keeps the cursor only after a page is taken, and carries on against
+ * whichever node answers, through a node's death and restart. Records every uuid it was
+ * given, in order, and how many times.
+ */
+export class FeedConsumer {
+  readonly seen: string[] = [];
+  readonly counts = new Map<string, number>();
+  /** Pages it could not read (a node down): retried with the same cursor. */
+  failures = 0;
+  private cursor: string | undefined;
+  private stopping = false;
+  private readonly done: Promise<void>;
+
+  constructor(
+    /** The nodes to read from, in turn; a function, so a restarted node can be swapped in. */
+    private readonly nodes: () => ServerProcess[],
+    private readonly managementKey: string,
+  ) {
+    this.done = this.run();
+  }
+
+  /** Reads until a page comes back empty after stop(), then resolves. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.done;
+  }
+
+  private async run(): Promise<void> {
+    for (let turn = 0; ; turn++) {
+      const nodes = this.nodes().filter((node) => node.running);
+      const node = nodes[turn % Math.max(1, nodes.length)];
+      if (!node) {
+        await sleep(50);
+        continue;
+      }
+      const query = new URLSearchParams({ limit: '100', wait: this.stopping ? '0' : '2' });
+      if (this.cursor !== undefined) query.set('after', this.cursor);
+      let page: { data: Array<{ uuid: string }>; next_cursor: string };
+      try {
+        const response = await fetch(`${node.baseUrl}/api/v1/webhooks/feed?${query}`, {
+          headers: { 'x-api-key': this.managementKey },
+          signal: AbortSignal.timeout(10_000),
+        });
+        if (response.status !== 200) throw new Error(`feed answered ${response.status}: ${await response.text()}`);
+        page = (await response.json()) as typeof page;
+      } catch {
+        this.failures++;
+        await sleep(50);
+        continue;
+      }
+      for (const item of page.data) {
+        this.seen.push(item.uuid);
+        this.counts.set(item.uuid, (this.counts.get(item.uuid) ?? 0) + 1);
+      }
+      this.cursor = page.next_cursor;
+      if (this.stopping && page.data.length === 0) return;
+    }
+  }
+}
