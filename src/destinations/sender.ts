@@ -2,6 +2,7 @@ import { Agent as HttpAgent, request as httpRequest, type AgentOptions, type Inc
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
 import { StringDecoder } from 'node:string_decoder';
+import type { AttemptErrorClass } from '../store/store.js';
 import { BLOCKED_ADDRESS, hostOf, type AddressGuard } from './address-guard.js';
 import { parseRetryAfter } from './schedule.js';
 
@@ -11,17 +12,11 @@ import { parseRetryAfter } from './schedule.js';
  * intake's own admin port) ends as an `AttemptOutcome` within the timeout; `send` never throws.
  */
 
-/** Why an attempt failed, as the attempts log shows it: `status` tells which non-2xx for `http_status`. */
-export type AttemptError =
-  | 'http_status'
-  | 'redirect'
-  | 'timeout'
-  | 'connection_refused'
-  | 'connection_reset'
-  | 'dns'
-  | 'tls'
-  | 'blocked_address'
-  | 'other';
+/**
+ * Why an attempt failed, as the attempts log shows it (`status` tells which non-2xx for
+ * `http_status`): every class but `webhook_purged`, which the dispatcher sets without sending.
+ */
+export type AttemptError = Exclude<AttemptErrorClass, 'webhook_purged'>;
 
 /** What one attempt came to. */
 export interface AttemptOutcome {

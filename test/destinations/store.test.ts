@@ -310,6 +310,15 @@ test("retention removes deliveries and attempts past the company's retention, an
   expect(await db.query('select id from delivery_attempts')).toEqual([]);
 });
 
+test("stats of another company's destination count nothing of it (a row of another company is not found)", async () => {
+  const id = await destination(owner.companyId);
+  await commit([[owner], [owner]]);
+  const range = { since: T0 - 1000, until: T0 + 1000, bucketMs: 60_000, now: T0 + 10 };
+  expect((await store.destinationStats(owner.companyId, id, range)).backlog.pending).toBe(2);
+  const stranger = await createTenant(store);
+  expect((await store.destinationStats(stranger.companyId, id, range)).backlog).toEqual({ pending: 0, held: 0, inFlight: 0, oldestDueAt: null });
+});
+
 describe('the feed', () => {
   test('gives each webhook once, oldest first, resumable from a position, per company', async () => {
     const stranger = await createTenant(store);
