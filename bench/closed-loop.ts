@@ -27,18 +27,34 @@ export interface ClosedLoopOptions {
   warmupSeconds: number;
 }
 
+/** What a run does around each target's load (round 0 is the target's warm-up). */
+export interface ClosedLoopHooks {
+  beforeFire?(target: LoadTarget, round: number): Promise<void>;
+  /** After the load stopped; `result` is null for the warm-up. */
+  afterFire?(target: LoadTarget, round: number, result: ClosedLoopRound | null): Promise<void>;
+}
+
 /**
  * Each target as fast as it answers (closed loop: a connection sends its next request when
  * the previous one is answered). Rounds alternate between the targets, and which goes first
  * alternates too, so drift in the shared machine's load hits both alike. A warm-up round
  * per target (JIT, caches, database pages) is not counted.
  */
-export async function runClosedLoop(targets: LoadTarget[], options: ClosedLoopOptions): Promise<ClosedLoopRound[]> {
-  for (const target of targets) await fire(target, options.connections, options.warmupSeconds);
+export async function runClosedLoop(
+  targets: LoadTarget[],
+  options: ClosedLoopOptions,
+  hooks: ClosedLoopHooks = {},
+): Promise<ClosedLoopRound[]> {
+  for (const target of targets) {
+    await hooks.beforeFire?.(target, 0);
+    await fire(target, options.connections, options.warmupSeconds);
+    await hooks.afterFire?.(target, 0, null);
+  }
   const rounds: ClosedLoopRound[] = [];
   for (let round = 1; round <= options.rounds; round++) {
     const order = round % 2 === 1 ? targets : [...targets].reverse();
     for (const target of order) {
+      await hooks.beforeFire?.(target, round);
       const result = await fire(target, options.connections, options.seconds);
       rounds.push({
         target: target.name,
@@ -52,6 +68,7 @@ export async function runClosedLoop(targets: LoadTarget[], options: ClosedLoopOp
         errors: result.errors,
       });
       process.stdout.write(`  closed loop round ${round} ${target.name}: ${rounds.at(-1)?.requestsPerSecond} req/s\n`);
+      await hooks.afterFire?.(target, round, rounds.at(-1) ?? null);
     }
   }
   return rounds;

@@ -12,6 +12,8 @@ export interface OpenLoopOptions {
   maxConnections: number;
   /** A request not answered this long after it got its connection counts as `timeout`. */
   timeoutMs: number;
+  /** Hears each whole answer as it ends (its status and body), for checks of its own. */
+  onAnswer?: (status: number, body: Buffer) => void;
 }
 
 /** Nearest-rank percentiles, in ms. */
@@ -90,9 +92,12 @@ export function startOpenLoop(target: LoadTarget, options: OpenLoopOptions): Ope
     const req = request(
       { agent, host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers },
       (res) => {
-        res.resume();
+        const chunks: Buffer[] = [];
+        if (options.onAnswer) res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        else res.resume();
         res.on('end', () => {
           latencies.push(performance.now() - dueAt);
+          options.onAnswer?.(res.statusCode ?? 0, Buffer.concat(chunks));
           done(String(res.statusCode));
         });
         res.on('error', () => done('error'));

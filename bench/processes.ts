@@ -5,10 +5,11 @@ import { createServer } from 'node:net';
 import { promisify } from 'node:util';
 
 /**
- * The secrets key of this benchmark run, shared by its server and CLI calls (PostgreSQL
- * requires one; on SQLite it spares a key file in the temp dir).
+ * The secrets key of this benchmark run, shared by its server, its CLI calls and the
+ * destinations it seals itself (PostgreSQL requires one; on SQLite it spares a key file in
+ * the temp dir).
  */
-const SECRETS_ENV = { INTAKE_SECRETS_KEY: process.env.INTAKE_SECRETS_KEY ?? randomBytes(32).toString('base64url') };
+export const SECRETS_ENV = { INTAKE_SECRETS_KEY: process.env.INTAKE_SECRETS_KEY ?? randomBytes(32).toString('base64url') };
 
 /** A server the benchmark started, with the log its output goes to. */
 export interface ServerProcess {

@@ -1,19 +1,25 @@
 /*
- * `npm run bench [-- --postgres] [--rounds N] [--seconds S] [--connections C]`
+ * `npm run bench [-- --postgres] [--rounds N] [--seconds S] [--connections C] [--max-in-flight N] [--label L]`
  *
  * One intake node (`node dist/main.js`) on a fresh database, and beside it a bare node:http
  * baseline, under the same load on this machine: closed-loop rounds for the maximum, an
  * open loop at half of it for latency, then twice the maximum for shedding and recovery.
+ * A third process, a bare receiver, is the destination of one integration: the closed loop
+ * also loads that integration (intake with delivery against intake without), and a second
+ * open loop at half the maximum measures the lag from each 202 to its delivery.
  * Prints one table of measures against their targets and writes bench/results/.
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createBenchDatabase, type BenchDatabase } from './bench-database.js';
-import { runClosedLoop, summarize, type LoadTarget } from './closed-loop.js';
+import { median, runClosedLoop, summarize, type ClosedLoopHooks, type LoadTarget } from './closed-loop.js';
+import { AcceptedLog, BenchDestination, claimsShed, lagOf, ReceiverClient } from './delivery.js';
 import { loadEventBody } from './event-body.js';
+import { loadBetween, sampleLoad } from './machine-load.js';
 import { startOpenLoop } from './open-loop.js';
 import { runOverload } from './overload.js';
 import {
@@ -26,7 +32,7 @@ import {
   stopServer,
   type ServerProcess,
 } from './processes.js';
-import { formatTable, writeResults, type BenchResults } from './report.js';
+import { formatTable, writeResults, type BenchResults, type DeliveryRound } from './report.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 const { values: args } = parseArgs({
@@ -35,6 +41,10 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '10' },
     connections: { type: 'string', default: '64' },
+    // The destination's requests in flight at most: 10 is what the API gives by default.
+    'max-in-flight': { type: 'string', default: '10' },
+    // Added to the result's file name, so a run does not replace the day's committed one.
+    label: { type: 'string' },
   },
 });
 const settings = {
@@ -49,12 +59,20 @@ const SENDER_TIMEOUT_MS = 10_000;
 // Independent senders do not share a small pool: enough connections that the service's own
 // bound (its write queue of 10,000 by default), not the generator, decides what is shed.
 const OVERLOAD_CONNECTIONS = 10_000;
+// After each load on the destination's integration, the run waits this long at most for
+// its deliveries to be made (what is left is then cancelled), so that the next load starts
+// on an empty outbox and no deliveries run beside another target's measurement.
+const DRAIN_MAX_MS = 15_000;
+const destinationMaxInFlight = Number(args['max-in-flight']);
 const workDir = mkdtempSync(`${tmpdir()}/intake-bench-`);
 const running: ServerProcess[] = [];
 let database: BenchDatabase | null = null;
+let destination: BenchDestination | null = null;
 
 /** Stops what this run started; safe to call twice (normal end, then Ctrl-C or a failure). */
 async function cleanUp(): Promise<void> {
+  await destination?.close();
+  destination = null;
   await Promise.all(running.splice(0).map(stopServer));
   await database?.drop();
   database = null;
@@ -64,13 +82,18 @@ process.once('SIGINT', () => void cleanUp().finally(() => process.exit(130)));
 
 async function main(): Promise<void> {
   const busyBeforeStartPercent = await machineBusyPercent();
+  const loadAtStart = sampleLoad([], store === 'postgres');
   const body = loadEventBody();
   database = await createBenchDatabase(store, workDir);
-  const serviceEnv = { INTAKE_DATABASE_URL: database.url };
+  // The receiver is on loopback, which destinations may not reach unless allowed.
+  const serviceEnv = { INTAKE_DATABASE_URL: database.url, INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' };
   const service = await startServer(`${root}/dist/main.js`, serviceEnv, `${workDir}/service.log`, '/readyz');
   running.push(service);
   const baseline = await startServer(`${root}/dist-bench/baseline.js`, {}, `${workDir}/baseline.log`, '/', true);
   running.push(baseline);
+  const receiver = await startServer(`${root}/dist-bench/receiver.js`, {}, `${workDir}/receiver.log`, '/count');
+  running.push(receiver);
+  const receiverClient = new ReceiverClient(receiver.port);
 
   const company = await runCli(root, database.url, ['company', 'create', '--name', 'bench']);
   const integration = await runCli(root, database.url, [
@@ -96,6 +119,26 @@ async function main(): Promise<void> {
     },
     body: githubBody,
   };
+  // Intake with one destination: an integration of another company, since the outbox reads
+  // the destinations of the companies in each commit, and the service target's company must
+  // have none for the comparison to hold.
+  const deliveringCompany = await runCli(root, database.url, ['company', 'create', '--name', 'bench destinations']);
+  const delivering = await runCli(root, database.url, [
+    ...['integration', 'create', '--company', String(deliveringCompany.id), '--name', 'bench destination'],
+  ]);
+  destination = await BenchDestination.create(root, database.url, {
+    companyId: String(deliveringCompany.id),
+    integrationId: String(delivering.id),
+    url: `http://127.0.0.1:${receiver.port}/`,
+    maxInFlight: destinationMaxInFlight,
+  });
+  const benchDestination = destination;
+  const destinationTarget: LoadTarget = {
+    name: 'service + destination',
+    url: `http://127.0.0.1:${service.port}/api/webhooks/${delivering.integration_key}`,
+    headers: { 'content-type': 'application/json', 'x-api-key': String(delivering.api_key) },
+    body: body.bytes,
+  };
   const serviceTarget: LoadTarget = {
     name: 'service',
     url: `http://127.0.0.1:${service.port}/api/webhooks/${integration.integration_key}`,
@@ -112,12 +155,15 @@ async function main(): Promise<void> {
 
   resetPeakRss(service.pid);
   resetPeakRss(baseline.pid);
-  const rounds = await runClosedLoop([serviceTarget, baselineTarget, githubTarget], settings);
+  const deliveryRounds: DeliveryRound[] = [];
+  const deliveryHooks = measureDeliveries(destinationTarget, service.port, receiverClient, benchDestination, deliveryRounds);
+  const rounds = await runClosedLoop([serviceTarget, destinationTarget, baselineTarget, githubTarget], settings, deliveryHooks);
   const servicePeakRssMb = peakRssMb(service.pid);
   const baselinePeakRssMb = peakRssMb(baseline.pid);
   const serviceSummary = summarize(rounds, 'service');
   const baselineSummary = summarize(rounds, 'baseline');
   const githubSummary = summarize(rounds, 'github source');
+  const destinationSummary = summarize(rounds, destinationTarget.name);
   const maxRate = serviceSummary.requestsPerSecond;
 
   await sleep(2_000);
@@ -130,6 +176,23 @@ async function main(): Promise<void> {
   }).finished;
 
   await sleep(2_000);
+  process.stdout.write(`  open loop at ${Math.round(maxRate / 2)}/s for ${settings.seconds * 2} s to the destination's integration\n`);
+  const accepted = new AcceptedLog();
+  const arrivalsFrom = await receiverClient.count();
+  const shedBeforeLag = await claimsShed(service.port);
+  const lagLoad = await startOpenLoop(destinationTarget, {
+    ratePerSecond: maxRate / 2,
+    seconds: settings.seconds * 2,
+    maxConnections: 256,
+    timeoutMs: SENDER_TIMEOUT_MS,
+    onAnswer: accepted.onAnswer,
+  }).finished;
+  const lagClaimsShed = (await claimsShed(service.port)) - shedBeforeLag;
+  const lagDrain = await benchDestination.drain(DRAIN_MAX_MS);
+  const lag = lagOf(accepted, await receiverClient.arrivals(arrivalsFrom));
+  process.stdout.write(`    ${lag.delivered} of ${lag.accepted} delivered, lag p99 ${lag.lagMs.p99} ms\n`);
+
+  await sleep(2_000);
   process.stdout.write(`  overload at ${Math.round(maxRate * 2)}/s for ${settings.seconds} s, then recovery\n`);
   resetPeakRss(service.pid);
   const overload = await runOverload(serviceTarget, {
@@ -140,6 +203,7 @@ async function main(): Promise<void> {
   });
   const overloadPeakRssMb = peakRssMb(service.pid);
   const aliveAfter = service.child.exitCode === null && (await fetch(`http://127.0.0.1:${service.port}/healthz`)).ok;
+  const during = loadBetween(loadAtStart, sampleLoad([service.pid, baseline.pid, receiver.pid], store === 'postgres'));
 
   running.splice(running.indexOf(service), 1);
   const serviceExitCode = await stopServer(service);
@@ -151,6 +215,8 @@ async function main(): Promise<void> {
       cpuModel: cpus()[0]?.model ?? 'unknown',
       node: process.version,
       busyBeforeStartPercent,
+      busyDuringPercent: during.busyPercent,
+      othersDuringPercent: during.othersPercent,
     },
     body: { source: body.source, event: body.event, bytes: body.bytes.length },
     settings,
@@ -165,11 +231,73 @@ async function main(): Promise<void> {
       baselinePeakRssMb,
     },
     openLoop,
+    destinations: {
+      maxInFlight: destinationMaxInFlight,
+      drainMaxSeconds: DRAIN_MAX_MS / 1000,
+      closedLoop: destinationSummary,
+      toService: Math.round((destinationSummary.requestsPerSecond / maxRate) * 100) / 100,
+      rounds: deliveryRounds,
+      deliveredPerSecond: median(deliveryRounds.map((round) => round.deliveredPerSecond)),
+      deliveredToAccepted: median(deliveryRounds.map((round) => round.deliveredToAccepted)),
+      maxPendingAtStop: Math.max(...deliveryRounds.map((round) => round.pendingAtStop)),
+      slowestDrainSeconds: deliveryRounds.some((round) => round.drainedSeconds === null)
+        ? null
+        : Math.max(...deliveryRounds.map((round) => round.drainedSeconds ?? 0)),
+      lagLoad,
+      lag: { ...lag, drain: lagDrain, claimsShed: lagClaimsShed },
+      receivedTotal: await receiverClient.count(),
+    },
     overload: { ...overload, peakRssMb: overloadPeakRssMb, aliveAfter },
     serviceExitCode,
   };
-  const path = writeResults(root, results);
+  const path = writeResults(root, results, args.label);
   process.stdout.write(`\n${formatTable(results)}\n\nwritten to ${path}\n`);
+}
+
+/**
+ * Around each load on the destination's integration: how many requests the receiver saw
+ * while it lasted, then the outbox's backlog when it stopped and the wait until it is empty
+ * (so the next target is measured without deliveries still running beside it).
+ */
+function measureDeliveries(
+  target: LoadTarget,
+  servicePort: number,
+  receiver: ReceiverClient,
+  destination: BenchDestination,
+  into: DeliveryRound[],
+): ClosedLoopHooks {
+  let countBefore = 0;
+  let shedBefore = 0;
+  let startedAt = 0;
+  return {
+    async beforeFire(fired) {
+      if (fired !== target) return;
+      countBefore = await receiver.count();
+      shedBefore = await claimsShed(servicePort);
+      startedAt = performance.now();
+    },
+    async afterFire(fired, round, result) {
+      if (fired !== target) return;
+      const seconds = (performance.now() - startedAt) / 1000;
+      const deliveredPerSecond = ((await receiver.count()) - countBefore) / seconds;
+      const shed = (await claimsShed(servicePort)) - shedBefore;
+      const drain = await destination.drain(DRAIN_MAX_MS);
+      const drained =
+        drain.drainedSeconds === null ? `${drain.left} left after ${DRAIN_MAX_MS / 1000} s, cancelled` : `empty after ${drain.drainedSeconds} s`;
+      process.stdout.write(
+        `    receiver ${Math.round(deliveredPerSecond)}/s, claims shed ${shed}; ${drain.pendingAtStop} pending at the stop, ${drained}\n`,
+      );
+      if (result === null) return;
+      into.push({
+        round,
+        acceptedPerSecond: result.requestsPerSecond,
+        deliveredPerSecond: Math.round(deliveredPerSecond),
+        deliveredToAccepted: Math.round((deliveredPerSecond / Math.max(1, result.requestsPerSecond)) * 100) / 100,
+        claimsShed: shed,
+        ...drain,
+      });
+    },
+  };
 }
 
 main()

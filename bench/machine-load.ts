@@ -1,0 +1,63 @@
+import { readdirSync, readFileSync } from 'node:fs';
+
+/*
+ * How much of the machine others used while the run lasted: the CPU time the whole
+ * machine was busy (/proc/stat) less what the run's own processes used (/proc/<pid>/stat).
+ * A shared machine's figures move with that load; the 1 s sampled before the start says
+ * nothing of a build that starts a minute later.
+ */
+
+/** A moment's counters, in clock ticks. */
+export interface LoadSample {
+  busy: number;
+  total: number;
+  ours: number;
+}
+
+/**
+ * Reads the counters now. `pids`: the run's live processes besides this one (their worker
+ * threads included); this one counts its children already reaped (the CLI calls).
+ * `withPostgres`: every PostgreSQL process counts as the run's (its server's exited
+ * backends through the postmaster's reaped children), so another user's PostgreSQL work
+ * during a --postgres run counts as the run's too.
+ */
+export function sampleLoad(pids: number[], withPostgres: boolean): LoadSample {
+  const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+  const total = fields.reduce((sum, value) => sum + value, 0);
+  const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
+  let ours = cpuTicks('self');
+  for (const pid of pids) ours += cpuTicks(String(pid));
+  if (withPostgres) for (const pid of postgresPids()) ours += cpuTicks(pid);
+  return { busy: total - idle, total, ours };
+}
+
+/** Between two samples, in percent of the whole machine (every core): busy, and busy with others' work. */
+export function loadBetween(before: LoadSample, after: LoadSample): { busyPercent: number; othersPercent: number } {
+  const total = Math.max(1, after.total - before.total);
+  const busy = after.busy - before.busy;
+  const others = Math.max(0, busy - (after.ours - before.ours));
+  return { busyPercent: Math.round((100 * busy) / total), othersPercent: Math.round((100 * others) / total) };
+}
+
+/** utime + stime (and the reaped children's) of a process; 0 once it is gone. */
+function cpuTicks(pid: string): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command's closing parenthesis: state is the first, utime the 12th.
+    const after = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+    return (after[11] ?? 0) + (after[12] ?? 0) + (after[13] ?? 0) + (after[14] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
+function postgresPids(): string[] {
+  return readdirSync('/proc').filter((entry) => {
+    if (!/^\d+$/.test(entry)) return false;
+    try {
+      return readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres';
+    } catch {
+      return false;
+    }
+  });
+}
