@@ -134,7 +134,6 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     concurrency: config.deliveryConcurrency,
     leaseMarginMs: config.deliveryLeaseMarginMs,
     pollMs: 100,
-    flushMs: 20,
     disableAfterMs: config.destinationDisableAfterMs,
     // Half of either bound: deliveries wait before intake has to refuse anything.
     underPressure: () => admission.overloaded(performance.now(), 0.5),

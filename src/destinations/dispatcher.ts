@@ -17,8 +17,6 @@ export interface DispatcherOptions {
   leaseMarginMs: number;
   /** How often to look for due deliveries when nothing woke the dispatcher sooner. */
   pollMs: number;
-  /** How long results wait to be written together. */
-  flushMs: number;
   /** A destination failing this long without a success is disabled. */
   disableAfterMs: number;
   /** Whether intake is near one of its bounds: delivery waits, so intake never sheds first. */
@@ -34,14 +32,21 @@ const MAX_UNWRITTEN_RESULTS = 10_000;
 /** How often deliveries are moved to follow paused, resumed and deleted destinations. */
 const RECONCILE_EVERY_MS = 1000;
 const RECONCILE_BATCH = 1000;
+/** After a failed round, how long before the next (the database is likely down). */
+const RETRY_AFTER_FAILURE_MS = 1000;
 const USER_AGENT = 'intake-destinations/1';
 
 /**
- * One node's delivery worker: claims due deliveries from the outbox (store.claimDeliveries,
- * shared safely by every node), sends each as a signed POST, and writes the results in
- * batches (store.finishAttempts). It runs beside intake, never in its path: a claim is a
- * transaction of its own, and while intake is near a bound (underPressure) no new claim is
- * made, so deliveries are what waits first.
+ * One node's delivery worker. Its rounds are exchanges with the outbox
+ * (store.exchangeDeliveries): the results of attempts that ended are written and due
+ * deliveries claimed in one transaction, one round at a time. A round starts as soon as
+ * there is something to do (a commit brought deliveries, an attempt ended) and the previous
+ * one is over, so results wait for no timer and a freed slot is taken again at once, while
+ * a busy worker still writes many results and claims in each transaction: the same group
+ * commit intake uses. Idle, it looks every `pollMs` for retries that came due.
+ *
+ * It runs beside intake, never in its path: while intake is near a bound (underPressure)
+ * rounds only write results and claim nothing, so deliveries are what waits first.
  *
  * At least once: a delivery leaves the outbox only when a result saying so is written. A
  * node that dies mid-attempt leaves its claim to expire and the delivery is attempted
@@ -51,16 +56,16 @@ export class DeliveryDispatcher {
   private inFlight = 0;
   private readonly inFlightByCompany = new Map<string, number>();
   private results: AttemptResult[] = [];
+  private round: Promise<void> | undefined;
+  /** Something happened during the current round: run another when it ends. */
+  private again = false;
   private pollTimer: NodeJS.Timeout | undefined;
-  private flushTimer: NodeJS.Timeout | undefined;
-  private claiming: Promise<void> | undefined;
-  private flushing: Promise<void> | undefined;
   private lastReconcile = 0;
   private running = false;
   private readonly opened = new Map<string, string>();
   private readonly sends = new Set<Promise<void>>();
   private readonly now: () => number;
-  /** Attempts made since start, by outcome (exposed in /metrics). */
+  /** Attempts made since start, by outcome, and rounds that claimed nothing because intake was busy (exposed in /metrics). */
   readonly counts = { succeeded: 0, failed: 0, retried: 0, shed: 0 };
 
   constructor(
@@ -80,63 +85,87 @@ export class DeliveryDispatcher {
 
   start(): void {
     this.running = true;
-    this.schedule(0);
+    this.nudge();
   }
 
-  /** Deliveries were just committed: look for them now rather than at the next poll. */
+  /** There may be work (deliveries committed, an attempt ended): a round now, or right after the current one. */
   nudge(): void {
-    if (this.running && this.claiming === undefined) this.schedule(0);
+    if (!this.running) return;
+    if (this.round !== undefined) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.pollTimer);
+    this.round = this.runRound(true).then(() => undefined).finally(() => {
+      this.round = undefined;
+      if (!this.running) return;
+      if (this.again) {
+        this.again = false;
+        this.nudge();
+      } else {
+        this.pollTimer = setTimeout(() => this.nudge(), this.options.pollMs);
+        this.pollTimer.unref();
+      }
+    });
   }
 
   /** Stops claiming, lets attempts under way end and writes their results. */
   async stop(): Promise<void> {
     this.running = false;
     clearTimeout(this.pollTimer);
-    await this.claiming;
+    await this.round;
     await Promise.all(this.sends);
-    await this.flush();
+    await this.runRound(false);
     this.sender.close();
   }
 
   /**
    * One claim, every claimed attempt made and its result written: what tests drive with a
-   * clock of their own. Returns how many deliveries were attempted.
+   * clock of their own (with the dispatcher not started). Returns how many deliveries were attempted.
    */
   async runOnce(): Promise<number> {
     await this.reconcile(true);
-    const claimed = await this.claim();
+    const claimed = await this.runRound(true);
     await Promise.all(this.sends);
-    await this.flush();
+    await this.runRound(false);
     return claimed;
   }
 
-  private schedule(delayMs: number): void {
-    clearTimeout(this.pollTimer);
-    this.pollTimer = setTimeout(() => void this.tick(), delayMs);
-    this.pollTimer.unref();
-  }
-
-  private async tick(): Promise<void> {
-    if (!this.running || this.claiming !== undefined) return;
-    let claimed = 0;
-    let room = 0;
-    this.claiming = (async () => {
+  /** One exchange: the results gathered so far, and (if `claim`) as many due deliveries as there is room for. */
+  private async runRound(claim: boolean): Promise<number> {
+    const results = this.results.splice(0);
+    let room = claim ? this.options.concurrency - this.inFlight : 0;
+    if (room > 0 && this.options.underPressure()) {
+      this.counts.shed++;
+      room = 0;
+    }
+    try {
       await this.reconcile(false);
-      room = this.options.concurrency - this.inFlight;
-      if (room > 0 && this.options.underPressure()) {
-        this.counts.shed++;
-        room = 0;
-      }
-      if (room > 0) claimed = await this.claim(room);
-    })()
-      .catch((error: unknown) => this.log.error({ err: error }, 'claiming deliveries failed'))
-      .finally(() => {
-        this.claiming = undefined;
-      });
-    await this.claiming;
-    if (!this.running) return;
-    // A full claim means more may be due at once; otherwise wait for the poll or a nudge.
-    this.schedule(claimed > 0 && claimed === room ? 0 : this.options.pollMs);
+      const perCompany = this.options.perCompany ?? Math.max(4, Math.floor(this.options.concurrency / 4));
+      const { claimed, disabled } = await this.store.exchangeDeliveries(
+        results,
+        this.now(),
+        room > 0
+          ? {
+              limit: room,
+              leaseMs: this.options.leaseMarginMs,
+              perCompany: { limit: perCompany, burst: Math.max(perCompany, Math.floor((this.options.concurrency * 3) / 4)), inFlight: this.inFlightByCompany },
+            }
+          : null,
+        this.options.disableAfterMs,
+      );
+      for (const destination of disabled) this.log.warn(destination, 'destination disabled');
+      for (const delivery of claimed) this.startAttempt(delivery);
+      // A full claim may have left more due: look again at once.
+      if (claimed.length > 0 && claimed.length === room) this.again = true;
+      return claimed.length;
+    } catch (error) {
+      // Kept for the next round; past the bound the claims expire and are attempted again.
+      this.results.unshift(...results.slice(0, Math.max(0, MAX_UNWRITTEN_RESULTS - this.results.length)));
+      this.log.error({ err: error, results: results.length }, 'delivery round failed');
+      await new Promise((resolve) => setTimeout(resolve, RETRY_AFTER_FAILURE_MS).unref());
+      return 0;
+    }
   }
 
   private async reconcile(always: boolean): Promise<void> {
@@ -146,29 +175,19 @@ export class DeliveryDispatcher {
     await this.store.reconcileHeldDeliveries(now, RECONCILE_BATCH);
   }
 
-  private async claim(limit = this.options.concurrency - this.inFlight): Promise<number> {
-    if (limit <= 0) return 0;
-    const perCompany = this.options.perCompany ?? Math.max(4, Math.floor(this.options.concurrency / 4));
-    const claimed = await this.store.claimDeliveries(this.now(), {
-      limit,
-      leaseMs: this.options.leaseMarginMs,
-      perCompany: { limit: perCompany, burst: Math.max(perCompany, Math.floor((this.options.concurrency * 3) / 4)), inFlight: this.inFlightByCompany },
-    });
-    for (const delivery of claimed) {
-      this.inFlight++;
-      this.countCompany(delivery.companyId, 1);
-      const send: Promise<void> = this.attempt(delivery)
-        .catch((error: unknown) => this.log.error({ err: error, deliveryId: delivery.id }, 'delivery attempt failed unexpectedly'))
-        .finally(() => {
-          this.inFlight--;
-          this.countCompany(delivery.companyId, -1);
-          this.sends.delete(send);
-          // A freed slot may take a delivery that is already due.
-          if (this.running) this.nudge();
-        });
-      this.sends.add(send);
-    }
-    return claimed.length;
+  private startAttempt(delivery: ClaimedDelivery): void {
+    this.inFlight++;
+    this.countCompany(delivery.companyId, 1);
+    const send: Promise<void> = this.attempt(delivery)
+      .catch((error: unknown) => this.log.error({ err: error, deliveryId: delivery.id }, 'delivery attempt failed unexpectedly'))
+      .finally(() => {
+        this.inFlight--;
+        this.countCompany(delivery.companyId, -1);
+        this.sends.delete(send);
+        // Its result is to be written and its slot may take a delivery already due.
+        this.nudge();
+      });
+    this.sends.add(send);
   }
 
   private countCompany(companyId: string, change: number): void {
@@ -188,9 +207,8 @@ export class DeliveryDispatcher {
         })
       : { ok: false, status: null, error: 'other', durationMs: 0, responseExcerpt: null, retryAfterMs: null };
     const finishedAt = this.now();
-    const next = outcome.ok
-      ? null
-      : delivery.webhook === null
+    const next =
+      outcome.ok || delivery.webhook === null
         ? null
         : nextAttemptAt({ attempt: delivery.attempt, now: finishedAt, status: outcome.status, retryAfterMs: outcome.retryAfterMs, random: this.options.random });
     const result: AttemptResult['outcome'] = outcome.ok ? 'succeeded' : next === null ? 'failed' : 'retry';
@@ -214,7 +232,6 @@ export class DeliveryDispatcher {
         nextAttemptAt: next,
       },
     });
-    this.scheduleFlush();
   }
 
   /** The Standard Webhooks headers, ours, and the destination's own (opened only here). */
@@ -243,37 +260,5 @@ export class DeliveryDispatcher {
       this.opened.set(sealed, value);
     }
     return value;
-  }
-
-  private scheduleFlush(): void {
-    if (this.flushTimer !== undefined) return;
-    this.flushTimer = setTimeout(() => {
-      this.flushTimer = undefined;
-      void this.flush();
-    }, this.options.flushMs);
-    this.flushTimer.unref();
-  }
-
-  /** Writes the results gathered so far in one transaction; on failure keeps them for the next. */
-  private async flush(): Promise<void> {
-    clearTimeout(this.flushTimer);
-    this.flushTimer = undefined;
-    await this.flushing;
-    if (this.results.length === 0) return;
-    const batch = this.results.splice(0);
-    this.flushing = (async () => {
-      try {
-        const disabled = await this.store.finishAttempts(batch, this.now(), this.options.disableAfterMs);
-        for (const destination of disabled) this.log.warn(destination, 'destination disabled');
-      } catch (error) {
-        // Kept for the next flush; past the bound the claims expire and are attempted again.
-        const room = Math.max(0, MAX_UNWRITTEN_RESULTS - this.results.length);
-        this.results.unshift(...batch.slice(0, room));
-        this.log.error({ err: error, results: batch.length }, 'delivery results could not be written; retrying');
-        if (this.running) this.scheduleFlush();
-      }
-    })();
-    await this.flushing;
-    this.flushing = undefined;
   }
 }

@@ -33,6 +33,16 @@ export function newId(prefix: IdPrefix): string {
   return `${prefix}_${randomBase62(22)}`;
 }
 
+/**
+ * A new id whose first characters are its time: rows written in time order land at the end
+ * of their primary key's index instead of all over it (deliveries and attempts, written by
+ * the thousand a second). Same shape as newId: 8 base62 characters of milliseconds (enough
+ * until the year 8000), then 14 random ones (83 bits).
+ */
+export function newTimeOrderedId(prefix: IdPrefix, at: number): string {
+  return `${prefix}_${toBase62(Math.max(0, Math.floor(at)), 8)}${randomBase62(14)}`;
+}
+
 /** Whether `value` looks like an id of this type (checked before any lookup). */
 export function isId(prefix: IdPrefix, value: string): boolean {
   return value.startsWith(`${prefix}_`) && /^[A-Za-z0-9]{22}$/.test(value.slice(prefix.length + 1));

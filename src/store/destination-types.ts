@@ -65,7 +65,7 @@ export type DestinationChanges = Partial<
   secret?: { sealed: string; previousExpiresAt: number };
   /**
    * `active` from paused or disabled clears the failure streak; `paused` by a person;
-   * `disabled` only by intake (finishAttempts).
+   * `disabled` only by intake (when results are written: exchangeDeliveries).
    */
   status?: Exclude<DestinationStatus, 'disabled'>;
 };

@@ -928,11 +928,8 @@ export class KyselyStore implements Store {
   }
 
   // --- destinations and deliveries (queries/destinations.ts, deliveries.ts, delivery-work.ts) ---
-  claimDeliveries(now: number, options: ClaimOptions): Promise<ClaimedDelivery[]> {
-    return deliveryWork.claimDeliveries(this.db, this.types, now, options);
-  }
-  finishAttempts(results: AttemptResult[], now: number, disableAfterMs: number): Promise<DisabledDestination[]> {
-    return deliveryWork.finishAttempts(this.db, this.types, results, now, disableAfterMs);
+  exchangeDeliveries(results: AttemptResult[], now: number, claim: ClaimOptions | null, disableAfterMs: number) {
+    return deliveryWork.exchangeDeliveries(this.db, this.types, results, now, claim, disableAfterMs);
   }
   reconcileHeldDeliveries(now: number, limit: number): Promise<number> {
     return deliveryWork.reconcileHeldDeliveries(this.db, now, limit);

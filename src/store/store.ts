@@ -64,19 +64,21 @@ export interface Store {
 
   // Delivery workers: like commitBatch, these serve every company; rows carry theirs.
   /**
-   * Claims due deliveries of active destinations, within each destination's requests in
-   * flight and rate per second, leasing each until now + its timeout + options.leaseMs
-   * (its next_attempt_at): a node that dies lets its claims go then. Several nodes claim
-   * at once without taking the same delivery.
+   * One round of a delivery worker, in one transaction. First `results`: each attempt
+   * recorded, and its delivery settled or rescheduled only while it still holds the lease it
+   * was claimed with; each destination's failure streak kept, a destination failing for
+   * `disableAfterMs` without a success (or answering 410) disabled, with its audit record.
+   * Then, unless `claim` is null, due deliveries of active destinations claimed within each
+   * destination's requests in flight and rate per second, each leased until now + its
+   * timeout + claim.leaseMs (its next_attempt_at): a node that dies lets its claims go then.
+   * Several nodes exchange at once without taking the same delivery.
    */
-  claimDeliveries(now: number, options: ClaimOptions): Promise<ClaimedDelivery[]>;
-  /**
-   * Records attempts and settles or reschedules their deliveries, each only while it still
-   * holds the lease it was claimed with (an attempt is recorded either way: it was made).
-   * Tracks each destination's failure streak and disables one failing for `disableAfterMs`
-   * without a success, or answering 410 Gone, with its audit record.
-   */
-  finishAttempts(results: AttemptResult[], now: number, disableAfterMs: number): Promise<DisabledDestination[]>;
+  exchangeDeliveries(
+    results: AttemptResult[],
+    now: number,
+    claim: ClaimOptions | null,
+    disableAfterMs: number,
+  ): Promise<{ claimed: ClaimedDelivery[]; disabled: DisabledDestination[] }>;
   /**
    * Moves up to `limit` deliveries between `pending` and `held` to follow their
    * destination's status (paused or disabled: held; active again: pending, due now), so

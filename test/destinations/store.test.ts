@@ -4,6 +4,7 @@ import type { Actor, AttemptResult, AuditEvent, ClaimedDelivery, NewDestination,
 import { freshDatabase, testDialect, type TestDatabase } from '../support/databases.js';
 import { withClient } from '../support/postgres-server.js';
 import { createIntegration, createTenant, webhook, type Owner } from '../support/webhooks.js';
+import { claimDeliveries, finishAttempts } from '../support/deliveries.js';
 
 /**
  * The outbox and its workers' side of the store, on each database: delivery rows written
@@ -120,12 +121,12 @@ describe('the outbox', () => {
     await store.updateDestination(owner.companyId, id, { status: 'paused' }, T0, audit('destination.pause', id));
     await commit([[owner], [owner]]);
     expect((await db.query<{ state: string }>('select state from deliveries')).map((r) => r.state)).toEqual(['held', 'held']);
-    expect(await store.claimDeliveries(T0 + 1000, LEASE)).toEqual([]);
+    expect(await claimDeliveries(store, T0 + 1000, LEASE)).toEqual([]);
 
     await store.updateDestination(owner.companyId, id, { status: 'active' }, T0 + 2000, audit('destination.resume', id));
     expect(await store.reconcileHeldDeliveries(T0 + 2000, 1000)).toBe(2);
     expect(await store.reconcileHeldDeliveries(T0 + 2000, 1000)).toBe(0);
-    expect(await store.claimDeliveries(T0 + 2000, LEASE)).toHaveLength(2);
+    expect(await claimDeliveries(store, T0 + 2000, LEASE)).toHaveLength(2);
   });
 });
 
@@ -135,7 +136,7 @@ describe('claims', () => {
     await commit(Array.from({ length: 40 }, () => [owner] as [Owner]));
     const other = db.openAnother();
     // At once on PostgreSQL; on SQLite (one node) two connections of one thread would only wait for each other.
-    const claims = [() => store.claimDeliveries(T0 + 100, { limit: 25, leaseMs: 30_000 }), () => other.claimDeliveries(T0 + 100, { limit: 25, leaseMs: 30_000 })];
+    const claims = [() => claimDeliveries(store, T0 + 100, { limit: 25, leaseMs: 30_000 }), () => claimDeliveries(other, T0 + 100, { limit: 25, leaseMs: 30_000 })];
     const [mine, theirs]: ClaimedDelivery[][] =
       testDialect() === 'postgres' ? await Promise.all(claims.map((claim) => claim())) : [await claims[0]!(), await claims[1]!()];
     const ids = [...mine!, ...theirs!].map((c) => c.id);
@@ -146,18 +147,18 @@ describe('claims', () => {
     expect(mine![0]!.attempt).toBe(1);
 
     // Nothing is due while the leases run (timeout 15 s + 30 s).
-    expect(await store.claimDeliveries(T0 + 40_000, LEASE)).toEqual([]);
-    const reclaimed = await other.claimDeliveries(T0 + 46_000, LEASE);
+    expect(await claimDeliveries(store, T0 + 40_000, LEASE)).toEqual([]);
+    const reclaimed = await claimDeliveries(other, T0 + 46_000, LEASE);
     expect(reclaimed).toHaveLength(40);
     expect(reclaimed.find((c) => c.id === mine![0]!.id)!.attempt).toBe(2);
 
     // The first node reports late: its attempt is recorded, the delivery is the new lease's.
-    await store.finishAttempts([result(mine![0]!, 'succeeded', T0 + 47_000)], T0 + 47_000, 5 * DAY);
+    await finishAttempts(store, [result(mine![0]!, 'succeeded', T0 + 47_000)], T0 + 47_000, 5 * DAY);
     const delivery = await store.getDelivery(owner.companyId, mine![0]!.id);
     expect(delivery!.state).toBe('pending');
     expect(await store.listDeliveryAttempts(owner.companyId, mine![0]!.id, 10)).toHaveLength(1);
 
-    await other.finishAttempts([result(reclaimed.find((c) => c.id === mine![0]!.id)!, 'succeeded', T0 + 47_000)], T0 + 47_000, 5 * DAY);
+    await finishAttempts(other, [result(reclaimed.find((c) => c.id === mine![0]!.id)!, 'succeeded', T0 + 47_000)], T0 + 47_000, 5 * DAY);
     expect((await store.getDelivery(owner.companyId, mine![0]!.id))!.state).toBe('succeeded');
   });
 
@@ -167,14 +168,14 @@ describe('claims', () => {
     await commit(Array.from({ length: 10 }, () => [owner, { event: 'x' }] as [Owner, { event: string }]));
     await commit(Array.from({ length: 10 }, () => [owner, { event: 'rated.one' }] as [Owner, { event: string }]));
     const other = db.openAnother();
-    const first = await store.claimDeliveries(T0 + 100, LEASE);
-    const second = await other.claimDeliveries(T0 + 200, LEASE);
+    const first = await claimDeliveries(store, T0 + 100, LEASE);
+    const second = await claimDeliveries(other, T0 + 200, LEASE);
     const byDestination = (claims: ClaimedDelivery[], id: string) => claims.filter((c) => c.destinationId === id).length;
     // The first destination (3 in flight) also gets the rated events: 3 at most in flight.
     expect(first.length + second.length - byDestination([...first, ...second], limited)).toBe(3);
     expect(byDestination(first, limited) + byDestination(second, limited)).toBe(4);
     // The next second allows four more of the rated one.
-    expect(byDestination(await store.claimDeliveries(T0 + 1100, LEASE), limited)).toBe(4);
+    expect(byDestination(await claimDeliveries(store, T0 + 1100, LEASE), limited)).toBe(4);
   });
 });
 
@@ -185,12 +186,12 @@ test("a node's fair share per company: one company's backlog leaves room for ano
   await commit(Array.from({ length: 10 }, () => [owner] as [Owner]));
   await commit([[other], [other]], T0 + 50);
   const share = { limit: 3, burst: 4, inFlight: new Map([[owner.companyId, 1]]) };
-  const claimed = await store.claimDeliveries(T0 + 100, { limit: 5, leaseMs: 30_000, perCompany: share });
+  const claimed = await claimDeliveries(store, T0 + 100, { limit: 5, leaseMs: 30_000, perCompany: share });
   const count = (companyId: string) => claimed.filter((c) => c.companyId === companyId).length;
   // Shares first (2 more for the owner, 2 for the other), then the room left, up to the burst.
   expect([count(owner.companyId), count(other.companyId)]).toEqual([3, 2]);
   // Alone, a company goes up to its burst and no further.
-  const alone = await store.claimDeliveries(T0 + 100, { limit: 10, leaseMs: 30_000, perCompany: { ...share, inFlight: new Map([[owner.companyId, 3]]) } });
+  const alone = await claimDeliveries(store, T0 + 100, { limit: 10, leaseMs: 30_000, perCompany: { ...share, inFlight: new Map([[owner.companyId, 3]]) } });
   expect(alone.map((c) => c.companyId)).toEqual([owner.companyId]);
 });
 
@@ -198,12 +199,12 @@ describe('results', () => {
   test('a retry is due at its time, a success settles, the last failure is the dead letter', async () => {
     await destination(owner.companyId);
     await commit([[owner]]);
-    const [first] = await store.claimDeliveries(T0, LEASE);
-    await store.finishAttempts([result(first!, 'retry', T0 + 10)], T0 + 10, 5 * DAY);
-    expect(await store.claimDeliveries(T0 + 5000, LEASE)).toEqual([]);
-    const [second] = await store.claimDeliveries(T0 + 5010, LEASE);
+    const [first] = await claimDeliveries(store, T0, LEASE);
+    await finishAttempts(store, [result(first!, 'retry', T0 + 10)], T0 + 10, 5 * DAY);
+    expect(await claimDeliveries(store, T0 + 5000, LEASE)).toEqual([]);
+    const [second] = await claimDeliveries(store, T0 + 5010, LEASE);
     expect(second!.attempt).toBe(2);
-    await store.finishAttempts([result(second!, 'failed', T0 + 5020)], T0 + 5020, 5 * DAY);
+    await finishAttempts(store, [result(second!, 'failed', T0 + 5020)], T0 + 5020, 5 * DAY);
     const delivery = (await store.getDelivery(owner.companyId, first!.id))!;
     expect(delivery).toMatchObject({ state: 'failed', attempts: 2, nextAttemptAt: null, lastStatus: 500, lastError: 'http_status' });
     const attempts = await store.listDeliveryAttempts(owner.companyId, first!.id, 10);
@@ -216,19 +217,19 @@ describe('results', () => {
   test('failing without a success for the chosen span disables the destination, as a 410 does at once, with an audit record', async () => {
     const failing = await destination(owner.companyId);
     await commit([[owner]]);
-    const [first] = await store.claimDeliveries(T0, LEASE);
-    await store.finishAttempts([result(first!, 'retry', T0)], T0, DAY);
-    const [second] = await store.claimDeliveries(T0 + DAY, LEASE);
-    const disabled = await store.finishAttempts([result(second!, 'retry', T0 + DAY)], T0 + DAY, DAY);
+    const [first] = await claimDeliveries(store, T0, LEASE);
+    await finishAttempts(store, [result(first!, 'retry', T0)], T0, DAY);
+    const [second] = await claimDeliveries(store, T0 + DAY, LEASE);
+    const disabled = await finishAttempts(store, [result(second!, 'retry', T0 + DAY)], T0 + DAY, DAY);
     expect(disabled).toEqual([{ companyId: owner.companyId, destinationId: failing, reason: expect.stringContaining('failing since') }]);
     expect((await store.getDestination(owner.companyId, failing))!).toMatchObject({ status: 'disabled', failingSince: T0 });
-    expect(await store.claimDeliveries(T0 + 2 * DAY, LEASE)).toEqual([]);
+    expect(await claimDeliveries(store, T0 + 2 * DAY, LEASE)).toEqual([]);
     expect(await store.reconcileHeldDeliveries(T0 + 2 * DAY, 100)).toBe(1);
 
     const gone = await destination(owner.companyId);
     await commit([[owner]], T0 + 3 * DAY);
-    const claimed = (await store.claimDeliveries(T0 + 3 * DAY, LEASE)).filter((c) => c.destinationId === gone);
-    await store.finishAttempts([result(claimed[0]!, 'retry', T0 + 3 * DAY, { status: 410 })], T0 + 3 * DAY, 5 * DAY);
+    const claimed = (await claimDeliveries(store, T0 + 3 * DAY, LEASE)).filter((c) => c.destinationId === gone);
+    await finishAttempts(store, [result(claimed[0]!, 'retry', T0 + 3 * DAY, { status: 410 })], T0 + 3 * DAY, 5 * DAY);
     expect((await store.getDestination(owner.companyId, gone))!.disabledReason).toMatch(/410 Gone/);
     const records = await store.listAuditLog(owner.companyId, { limit: 50, action: 'destination.disable' });
     expect(records.map((r) => [r.targetId, r.actor.type])).toEqual(
@@ -244,8 +245,8 @@ describe('replay and send', () => {
   test('a replay starts a new series; a bulk replay takes the filter; a deleted destination cancels what it had not sent', async () => {
     const id = await destination(owner.companyId);
     await commit([[owner], [owner], [owner]]);
-    const claimed = await store.claimDeliveries(T0 + 5, LEASE);
-    await store.finishAttempts(
+    const claimed = await claimDeliveries(store, T0 + 5, LEASE);
+    await finishAttempts(store, 
       claimed.map((c, i) => result(c, i === 0 ? 'succeeded' : 'failed', T0 + 1)),
       T0 + 1,
       5 * DAY,
@@ -255,7 +256,7 @@ describe('replay and send', () => {
     expect(await store.replayDelivery('cmp_NotTheOwner0000000000', claimed[0]!.id, T0, audit('delivery.replay'))).toBeUndefined();
     const bulk = await store.replayDeliveries(owner.companyId, { destinationId: id, state: 'failed' }, T0 + 20, 1, audit('delivery.replay'));
     expect(bulk).toEqual({ count: 1, more: true });
-    const next = await store.claimDeliveries(T0 + 30, LEASE);
+    const next = await claimDeliveries(store, T0 + 30, LEASE);
     expect(next.map((c) => [c.series, c.attempt])).toEqual([
       [1, 1],
       [1, 1],
@@ -285,8 +286,8 @@ describe('replay and send', () => {
 test('stats count attempts, their latency and the backlog', async () => {
   const id = await destination(owner.companyId);
   await commit([[owner], [owner], [owner], [owner]]);
-  const claimed = await store.claimDeliveries(T0 + 100, { limit: 3, leaseMs: 30_000 });
-  await store.finishAttempts(
+  const claimed = await claimDeliveries(store, T0 + 100, { limit: 3, leaseMs: 30_000 });
+  await finishAttempts(store, 
     claimed.map((c, i) => result(c, i === 2 ? 'retry' : 'succeeded', T0 + 1000 * i, { durationMs: 10 * (i + 1) })),
     T0 + 3000,
     5 * DAY,
@@ -301,8 +302,8 @@ test("retention removes deliveries and attempts past the company's retention, an
   const id = await destination(owner.companyId);
   await commit([[owner]], T0);
   await commit([[owner]], T0 + 40 * DAY);
-  const [old] = await store.claimDeliveries(T0 + 10, LEASE);
-  await store.finishAttempts([result(old!, 'succeeded', T0 + 10)], T0 + 10, 5 * DAY);
+  const [old] = await claimDeliveries(store, T0 + 10, LEASE);
+  await finishAttempts(store, [result(old!, 'succeeded', T0 + 10)], T0 + 10, 5 * DAY);
   const report = await store.purgeExpired(T0 + 45 * DAY);
   expect(report.deliveries).toBe(1);
   const left = await store.listDeliveries(owner.companyId, { destinationId: id, limit: 10 });

@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
 import { matchesEvent } from '../../domain/event-patterns.js';
-import { newId } from '../../domain/ids.js';
+import { newTimeOrderedId } from '../../domain/ids.js';
 import type { Database, DeliveriesTable, DeliveryAttemptsTable } from '../schema.js';
 import type {
   AttemptErrorClass,
@@ -222,7 +222,7 @@ export async function sendToDestination(
         .insertInto('deliveries')
         .values(
           chosen.slice(i, i + 500).map((head) => ({
-            id: newId('dlv'),
+            id: newTimeOrderedId('dlv', at),
             company_id: companyId,
             destination_id: destinationId,
             webhook_uuid: head.uuid,

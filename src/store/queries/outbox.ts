@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { matchesEvent } from '../../domain/event-patterns.js';
-import { newId } from '../../domain/ids.js';
+import { newTimeOrderedId } from '../../domain/ids.js';
 import type { Database } from '../schema.js';
 import type { PendingWebhook } from '../store.js';
 
@@ -39,7 +39,7 @@ export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly
           matchesEvent(d.patterns, webhook.event),
       )
       .map((d) => ({
-        id: newId('dlv'),
+        id: newTimeOrderedId('dlv', webhook.receivedAt),
         company_id: webhook.companyId,
         destination_id: d.id,
         webhook_uuid: webhook.uuid,

@@ -55,11 +55,8 @@ export class ThreadedSqliteStore extends KyselyStore {
   override purgeExpired(...args: Args<'purgeExpired'>) {
     return this.commitThread.call('purgeExpired', ...args);
   }
-  override claimDeliveries(...args: Args<'claimDeliveries'>) {
-    return this.commitThread.call('claimDeliveries', ...args);
-  }
-  override finishAttempts(...args: Args<'finishAttempts'>) {
-    return this.commitThread.call('finishAttempts', ...args);
+  override exchangeDeliveries(...args: Args<'exchangeDeliveries'>) {
+    return this.commitThread.call('exchangeDeliveries', ...args);
   }
   override reconcileHeldDeliveries(...args: Args<'reconcileHeldDeliveries'>) {
     return this.commitThread.call('reconcileHeldDeliveries', ...args);

@@ -1,0 +1,251 @@
+import { randomUUID } from 'node:crypto';
+import { sql, type Kysely, type Selectable } from 'kysely';
+import type { DialectTypes } from '../migrations/index.js';
+import type { Database, DestinationsTable } from '../schema.js';
+import type { ClaimedDelivery, ClaimOptions, PayloadFormat } from '../store.js';
+
+/**
+ * Claims: due deliveries of active destinations taken with a lease, within each
+ * destination's requests in flight and rate per second (counted in the database, so they
+ * hold across nodes) and the claiming node's fair share per company.
+ */
+
+/** Candidates read per claim, per delivery wanted: room for destinations that have no budget left. */
+const CANDIDATES_PER_CLAIM = 4;
+
+/** A destination row as locked for an exchange: what the claim's budgets and the results' health read. */
+export type LockedDestination = Pick<
+  Selectable<DestinationsTable>,
+  | 'id'
+  | 'company_id'
+  | 'url'
+  | 'timeout_ms'
+  | 'max_in_flight'
+  | 'rate_per_second'
+  | 'rate_window_start'
+  | 'rate_window_count'
+  | 'secret_sealed'
+  | 'previous_secret_sealed'
+  | 'previous_secret_expires_at'
+  | 'headers_sealed'
+  | 'status'
+  | 'failing_since'
+  | 'last_success_at'
+  | 'deleted_at'
+>;
+
+/**
+ * Due deliveries of active destinations, oldest due first, read without a lock: the ones
+ * the budgets choose are locked afterwards (claimCandidates), so a node never holds rows it
+ * will not take and two nodes claiming at once share the due work.
+ */
+export async function dueCandidates(trx: Kysely<Database>, now: number, limit: number, destinationIds?: readonly string[]) {
+  let select = trx
+    .selectFrom('deliveries as dl')
+    .innerJoin('destinations as ds', 'ds.id', 'dl.destination_id')
+    .select([
+      'dl.id',
+      'dl.company_id',
+      'dl.destination_id',
+      'dl.webhook_uuid',
+      'dl.webhook_received_at',
+      'dl.integration_id',
+      'dl.event',
+      'dl.attempts',
+      'dl.series',
+    ])
+    .where('dl.state', '=', 'pending')
+    .where('dl.next_attempt_at', '<=', now)
+    .where('ds.status', '=', 'active')
+    .where('ds.deleted_at', 'is', null)
+    .orderBy('dl.next_attempt_at')
+    .limit(limit * CANDIDATES_PER_CLAIM);
+  if (destinationIds !== undefined) select = select.where('dl.destination_id', 'in', destinationIds);
+  return select.execute();
+}
+
+export type Candidate = Awaited<ReturnType<typeof dueCandidates>>[number];
+
+/**
+ * Locks the destinations an exchange touches, all in one statement in id order: two
+ * nodes exchanging at once wait for each other on these rows, and never deadlock.
+ */
+export async function lockDestinations(trx: Kysely<Database>, types: DialectTypes, ids: readonly string[]): Promise<Map<string, LockedDestination>> {
+  if (ids.length === 0) return new Map();
+  const rows = await types
+    .lockForUpdate(
+      trx
+        .selectFrom('destinations')
+        .select([
+          'id',
+          'company_id',
+          'url',
+          'timeout_ms',
+          'max_in_flight',
+          'rate_per_second',
+          'rate_window_start',
+          'rate_window_count',
+          'secret_sealed',
+          'previous_secret_sealed',
+          'previous_secret_expires_at',
+          'headers_sealed',
+          'status',
+          'failing_since',
+          'last_success_at',
+          'deleted_at',
+        ])
+        .where('id', 'in', [...ids].sort())
+        .orderBy('id'),
+    )
+    .execute();
+  return new Map(rows.map((row) => [row.id, row]));
+}
+
+/**
+ * Takes the due deliveries of the locked destinations that each budget allows, locks them
+ * without waiting (a row another transaction holds is left), leases them, and reads what
+ * sending them needs. The destinations are locked already: budgets are counted one node at
+ * a time.
+ */
+export async function claimCandidates(
+  trx: Kysely<Database>,
+  types: DialectTypes,
+  now: number,
+  options: ClaimOptions,
+  destinations: ReadonlyMap<string, LockedDestination>,
+): Promise<ClaimedDelivery[]> {
+  const active = [...destinations.values()].filter((d) => d.status === 'active' && d.deleted_at === null).map((d) => d.id);
+  if (active.length === 0) return [];
+  // Read again now that the destinations are locked: a node that held them a moment ago has
+  // committed its claims, and this read no longer sees what it took.
+  const usable = await dueCandidates(trx, now, options.limit, active);
+  if (usable.length === 0) return [];
+  const destinationIds = [...new Set(usable.map((c) => c.destination_id))];
+  const inFlight = await trx
+    .selectFrom('deliveries')
+    .select(['destination_id', (eb) => eb.fn.countAll<number>().as('count')])
+    .where('destination_id', 'in', destinationIds)
+    .where('lease_token', 'is not', null)
+    .where('next_attempt_at', '>', now)
+    .groupBy('destination_id')
+    .execute();
+  const leased = new Map(inFlight.map((row) => [row.destination_id, Number(row.count)]));
+  const window = now - (now % 1000);
+  const budget = new Map(
+    destinationIds.map((id) => {
+      const d = destinations.get(id)!;
+      let room = d.max_in_flight - (leased.get(id) ?? 0);
+      if (d.rate_per_second !== null) room = Math.min(room, d.rate_per_second - usedInWindow(d, window));
+      return [id, Math.max(0, room)];
+    }),
+  );
+
+  const chosen: Candidate[] = [];
+  const companyShare = new Map(options.perCompany?.inFlight ?? []);
+  // Each company's fair share first, then what room is left, up to the burst.
+  for (const cap of options.perCompany ? [options.perCompany.limit, options.perCompany.burst] : [Infinity]) {
+    for (const candidate of usable) {
+      if (chosen.length >= options.limit) break;
+      const room = budget.get(candidate.destination_id) ?? 0;
+      const share = companyShare.get(candidate.company_id) ?? 0;
+      if (room === 0 || share >= cap || chosen.includes(candidate)) continue;
+      budget.set(candidate.destination_id, room - 1);
+      companyShare.set(candidate.company_id, share + 1);
+      chosen.push(candidate);
+    }
+  }
+  if (chosen.length === 0) return [];
+  const locked = new Set(
+    (
+      await types
+        .lockSkippingLocked(
+          trx
+            .selectFrom('deliveries')
+            .select('id')
+            .where('id', 'in', chosen.map((c) => c.id))
+            .where('state', '=', 'pending')
+            .where('next_attempt_at', '<=', now)
+            .orderBy('id'),
+          'deliveries',
+        )
+        .execute()
+    ).map((row) => row.id),
+  );
+  const taken = chosen.filter((c) => locked.has(c.id));
+  if (taken.length === 0) return [];
+
+  const token = randomUUID();
+  for (const id of destinationIds) {
+    const destination = destinations.get(id)!;
+    const ids = taken.filter((c) => c.destination_id === id).map((c) => c.id);
+    if (ids.length === 0) continue;
+    await trx
+      .updateTable('deliveries')
+      .set({
+        lease_token: token,
+        next_attempt_at: now + destination.timeout_ms + options.leaseMs,
+        attempts: sql<number>`attempts + 1`,
+        updated_at: now,
+      })
+      .where('id', 'in', ids)
+      .execute();
+    if (destination.rate_per_second !== null) {
+      await trx
+        .updateTable('destinations')
+        .set({ rate_window_start: window, rate_window_count: usedInWindow(destination, window) + ids.length })
+        .where('id', '=', id)
+        .execute();
+    }
+  }
+
+  const webhooks = await trx
+    .selectFrom('webhooks')
+    .select(['uuid', 'raw_body', 'headers', 'payload_format'])
+    .where('company_id', 'in', [...new Set(taken.map((c) => c.company_id))])
+    .where('uuid', 'in', taken.map((c) => c.webhook_uuid))
+    .where('received_at', 'in', [...new Set(taken.map((c) => Number(c.webhook_received_at)))])
+    .execute();
+  const bodies = new Map(webhooks.map((w) => [w.uuid, w]));
+
+  return taken.map((c): ClaimedDelivery => {
+    const destination = destinations.get(c.destination_id)!;
+    const webhook = bodies.get(c.webhook_uuid);
+    const previousLive = destination.previous_secret_expires_at !== null && Number(destination.previous_secret_expires_at) > now;
+    return {
+      id: c.id,
+      companyId: c.company_id,
+      destinationId: c.destination_id,
+      leaseToken: token,
+      series: c.series,
+      attempt: c.attempts + 1,
+      webhookUuid: c.webhook_uuid,
+      integrationId: c.integration_id,
+      event: c.event,
+      destination: {
+        url: destination.url,
+        timeoutMs: destination.timeout_ms,
+        secretSealed: destination.secret_sealed,
+        previousSecretSealed: previousLive ? destination.previous_secret_sealed : null,
+        headersSealed: destination.headers_sealed,
+      },
+      webhook: webhook
+        ? {
+            rawBody: Buffer.from(webhook.raw_body),
+            contentType: contentTypeOf(webhook.headers),
+            payloadFormat: webhook.payload_format as PayloadFormat,
+          }
+        : null,
+    };
+  });
+}
+
+/** Requests the destination's current one-second window has taken so far. */
+function usedInWindow(destination: LockedDestination, window: number): number {
+  return Number(destination.rate_window_start) === window ? destination.rate_window_count : 0;
+}
+
+/** The Content-Type the webhook arrived with (kept headers are lower-cased JSON). */
+function contentTypeOf(headers: string): string {
+  const value = (JSON.parse(headers) as Record<string, string>)['content-type'];
+  return value === undefined || value === '' ? 'application/json' : value;
+}

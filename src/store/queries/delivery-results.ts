@@ -1,0 +1,149 @@
+import type { Kysely } from 'kysely';
+import { newTimeOrderedId } from '../../domain/ids.js';
+import type { DialectTypes } from '../migrations/index.js';
+import type { Database } from '../schema.js';
+import type { AttemptResult, DisabledDestination } from '../store.js';
+import { insertAudit } from './audit.js';
+import type { LockedDestination } from './delivery-claims.js';
+
+/**
+ * Results: each attempt recorded, each delivery settled or rescheduled while it still holds
+ * the lease it was claimed with, and each destination's failure streak kept.
+ */
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+export async function recordResults(
+  trx: Kysely<Database>,
+  types: DialectTypes,
+  results: readonly AttemptResult[],
+  now: number,
+  disableAfterMs: number,
+  destinations: ReadonlyMap<string, LockedDestination>,
+): Promise<DisabledDestination[]> {
+  // A delivery another transaction holds is being claimed again (its lease ended) or
+  // replayed: this result is no longer its own, and waiting for it could deadlock.
+  const ours = new Set(
+    (
+      await types
+        .lockSkippingLocked(
+          trx
+            .selectFrom('deliveries')
+            .select(['id', 'lease_token'])
+            .where('id', 'in', results.map((r) => r.deliveryId))
+            .orderBy('id'),
+          'deliveries',
+        )
+        .execute()
+    ).map((row) => `${row.id} ${row.lease_token}`),
+  );
+  for (const result of results) {
+    if (!ours.has(`${result.deliveryId} ${result.leaseToken}`)) continue;
+    const { attempt } = result;
+    await trx
+      .updateTable('deliveries')
+      .set({
+        state: result.outcome === 'retry' ? 'pending' : result.outcome,
+        next_attempt_at: result.outcome === 'retry' ? attempt.nextAttemptAt : null,
+        lease_token: null,
+        last_attempt_at: attempt.attemptedAt,
+        last_status: attempt.status,
+        last_error: attempt.error,
+        updated_at: now,
+      })
+      .where('id', '=', result.deliveryId)
+      .where('lease_token', '=', result.leaseToken)
+      .execute();
+  }
+  // Every attempt is recorded, whether or not its delivery is still its own: it was made.
+  await trx
+    .insertInto('delivery_attempts')
+    .values(
+      results.map((result) => ({
+        id: newTimeOrderedId('att', result.attempt.attemptedAt),
+        company_id: result.companyId,
+        delivery_id: result.deliveryId,
+        destination_id: result.destinationId,
+        series: result.attempt.series,
+        number: result.attempt.number,
+        attempted_at: result.attempt.attemptedAt,
+        duration_ms: Math.round(result.attempt.durationMs),
+        status: result.attempt.status,
+        error: result.attempt.error,
+        response_excerpt: result.attempt.responseExcerpt,
+        next_attempt_at: result.attempt.nextAttemptAt,
+      })),
+    )
+    .execute();
+  return trackHealth(trx, results, now, disableAfterMs, destinations);
+}
+
+/**
+ * Each destination's failure streak: a success ends it, a failure starts it if none runs.
+ * A streak older than `disableAfterMs`, or a 410 Gone, disables the destination (its
+ * deliveries are then held), with an audit record by the system.
+ */
+async function trackHealth(
+  trx: Kysely<Database>,
+  results: readonly AttemptResult[],
+  now: number,
+  disableAfterMs: number,
+  destinations: ReadonlyMap<string, LockedDestination>,
+): Promise<DisabledDestination[]> {
+  const byDestination = new Map<string, AttemptResult[]>();
+  for (const result of results) byDestination.set(result.destinationId, [...(byDestination.get(result.destinationId) ?? []), result]);
+  const disabled: DisabledDestination[] = [];
+  for (const id of [...byDestination.keys()].sort()) {
+    const row = destinations.get(id);
+    if (!row) continue;
+    const attempts = byDestination.get(id)!.sort((a, b) => a.attempt.attemptedAt - b.attempt.attemptedAt);
+    let failingSince = row.failing_since === null ? null : Number(row.failing_since);
+    let lastSuccessAt = row.last_success_at === null ? null : Number(row.last_success_at);
+    let gone: AttemptResult | undefined;
+    for (const result of attempts) {
+      if (result.outcome === 'succeeded') {
+        failingSince = null;
+        lastSuccessAt = Math.max(lastSuccessAt ?? 0, result.attempt.attemptedAt);
+      } else {
+        failingSince ??= result.attempt.attemptedAt;
+        if (result.gone) gone = result;
+      }
+    }
+    let reason: string | null = null;
+    if (row.status === 'active' && row.deleted_at === null) {
+      if (gone) reason = `The destination answered 410 Gone at ${new Date(gone.attempt.attemptedAt).toISOString()}.`;
+      else if (failingSince !== null && now - failingSince >= disableAfterMs) {
+        reason = `No delivery succeeded for ${formatSpan(now - failingSince)} (failing since ${new Date(failingSince).toISOString()}).`;
+      }
+    }
+    const unchanged = failingSince === (row.failing_since === null ? null : Number(row.failing_since)) && lastSuccessAt === (row.last_success_at === null ? null : Number(row.last_success_at));
+    if (unchanged && reason === null) continue;
+    await trx
+      .updateTable('destinations')
+      .set({
+        failing_since: failingSince,
+        last_success_at: lastSuccessAt,
+        ...(reason !== null && { status: 'disabled', disabled_reason: reason, status_changed_at: now, needs_reconcile: 1, updated_at: now }),
+      })
+      .where('id', '=', id)
+      .execute();
+    if (reason !== null) {
+      disabled.push({ companyId: row.company_id, destinationId: id, reason });
+      await insertAudit(trx, row.company_id, {
+        actor: { type: 'system', id: null, ip: null },
+        action: 'destination.disable',
+        targetType: 'destination',
+        targetId: id,
+        at: now,
+        before: { status: 'active' },
+        after: { status: 'disabled', reason },
+      });
+    }
+  }
+  return disabled;
+}
+
+function formatSpan(ms: number): string {
+  const days = ms / DAY_MS;
+  return days >= 1 ? `${Math.floor(days * 10) / 10} days` : `${Math.round(ms / 3_600_000)} hours`;
+}
