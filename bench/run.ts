@@ -42,7 +42,7 @@ const { values: args } = parseArgs({
     seconds: { type: 'string', default: '10' },
     connections: { type: 'string', default: '64' },
     // The destination's requests in flight at most: 10 is what the API gives by default.
-    'max-in-flight': { type: 'string', default: '10' },
+    'max-in-flight': { type: 'string', default: '100' },
     // Added to the result's file name, so a run does not replace the day's committed one.
     label: { type: 'string' },
   },

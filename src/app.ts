@@ -117,8 +117,9 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     {
       maxQueued: config.writeQueueMax,
       maxQueuedBytes: config.writeQueueMaxBytes,
-      // The outbox rows are in the same commit: the dispatcher can claim them at once.
-      onAccepted: () => dispatcher.nudge(),
+      // The outbox rows are in the same commit: the dispatcher can claim them at once, and
+      // send them from memory without reading the bodies back.
+      onAccepted: (webhooks) => dispatcher.committed(webhooks),
     },
     logger,
   );

@@ -81,7 +81,7 @@ const ConfigSchema = Type.Object({
   /** A destination failing this long without one success is disabled (its deliveries are held). */
   INTAKE_DESTINATION_DISABLE_AFTER_HOURS: Type.Integer({ minimum: 1, maximum: 8760, default: 120 }),
   /** Delivery requests in flight per node at most, across destinations. */
-  INTAKE_DELIVERY_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 10_000, default: 64 }),
+  INTAKE_DELIVERY_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 10_000, default: 256 }),
   /**
    * How long a delivery's claim outlives its destination's timeout: a node that dies in the
    * middle of an attempt frees the delivery for another node (or itself, restarted) then.

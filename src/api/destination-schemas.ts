@@ -117,7 +117,7 @@ export const DestinationSettings = {
   }),
   timeout_ms: Type.Integer({ minimum: 1000, maximum: 60_000, description: 'Per attempt; default 15000.' }),
   rate_per_second: NullableInteger({ minimum: 1, maximum: 10_000, description: 'Requests a second at most; null (the default): no limit.' }),
-  max_in_flight: Type.Integer({ minimum: 1, maximum: 1000, description: 'Requests in flight at once at most; default 10.' }),
+  max_in_flight: Type.Integer({ minimum: 1, maximum: 1000, description: 'Requests in flight at once at most; default 100.' }),
 };
 
 /** What the API shows of a destination: never its secrets nor its headers' values. */

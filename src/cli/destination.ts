@@ -25,7 +25,7 @@ export function registerDestinationCommands(program: Command): void {
     .option('--header <"Name: value">', 'an extra header to send, its value kept sealed (repeat)', collect, [])
     .option('--timeout-ms <ms>', 'per attempt, 1000 to 60000 (default 15000)', parseWhole)
     .option('--rate <per-second>', 'requests a second at most (no limit when absent)', parseWhole)
-    .option('--max-in-flight <n>', 'requests at once at most (default 10)', parseWhole)
+    .option('--max-in-flight <n>', 'requests at once at most (default 100)', parseWhole)
     .option('--json', 'print one JSON object')
     .action(
       (options: {

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { SecretBox } from '../domain/secret-box.js';
-import type { AttemptResult, ClaimedDelivery, Store } from '../store/store.js';
+import { keptContentType } from '../domain/webhook-body.js';
+import type { AttemptResult, ClaimedDelivery, PendingWebhook, Store, WebhookBody } from '../store/store.js';
 import { nextAttemptAt } from './schedule.js';
 import type { AttemptOutcome, DestinationSender } from './sender.js';
 import { signatureHeaders } from './signing.js';
@@ -27,6 +28,12 @@ export interface DispatcherOptions {
   random?: () => number;
 }
 
+/**
+ * Bytes of bodies of webhooks this node committed, kept for their first attempt (oldest
+ * dropped first): most deliveries are made within milliseconds of their commit, by the
+ * node that committed them, and then need no read of the body from the database.
+ */
+const RECENT_BODY_BYTES = 16 * 1024 * 1024;
 /** Results kept for another try at most while the database refuses them. */
 const MAX_UNWRITTEN_RESULTS = 10_000;
 /** How often deliveries are moved to follow paused, resumed and deleted destinations. */
@@ -35,6 +42,10 @@ const RECONCILE_BATCH = 1000;
 /** After a failed round, how long before the next (the database is likely down). */
 const RETRY_AFTER_FAILURE_MS = 1000;
 const USER_AGENT = 'intake-destinations/1';
+
+function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
 
 /**
  * One node's delivery worker. Its rounds are exchanges with the outbox
@@ -63,6 +74,9 @@ export class DeliveryDispatcher {
   private lastReconcile = 0;
   private running = false;
   private readonly opened = new Map<string, string>();
+  /** Bodies of webhooks committed here, by uuid, oldest first (a Map keeps insertion order). */
+  private readonly recent = new Map<string, WebhookBody>();
+  private recentBytes = 0;
   private readonly sends = new Set<Promise<void>>();
   private readonly now: () => number;
   /** Attempts made since start, by outcome, and rounds that claimed nothing because intake was busy (exposed in /metrics). */
@@ -85,6 +99,24 @@ export class DeliveryDispatcher {
 
   start(): void {
     this.running = true;
+    this.nudge();
+  }
+
+  /** A group of webhooks committed here: their bodies are kept for their deliveries, which may be due now. */
+  committed(webhooks: readonly PendingWebhook[]): void {
+    for (const webhook of webhooks) {
+      this.recent.set(webhook.uuid, {
+        rawBody: webhook.rawBody,
+        contentType: keptContentType(webhook.headers),
+        payloadFormat: webhook.payloadFormat ?? 'envelope',
+      });
+      this.recentBytes += webhook.rawBody.length;
+    }
+    for (const [uuid, body] of this.recent) {
+      if (this.recentBytes <= RECENT_BODY_BYTES) break;
+      this.recent.delete(uuid);
+      this.recentBytes -= body.rawBody.length;
+    }
     this.nudge();
   }
 
@@ -155,17 +187,30 @@ export class DeliveryDispatcher {
         this.options.disableAfterMs,
       );
       for (const destination of disabled) this.log.warn(destination, 'destination disabled');
-      for (const delivery of claimed) this.startAttempt(delivery);
       // A full claim may have left more due: look again at once.
       if (claimed.length > 0 && claimed.length === room) this.again = true;
+      await this.send(claimed);
       return claimed.length;
     } catch (error) {
       // Kept for the next round; past the bound the claims expire and are attempted again.
       this.results.unshift(...results.slice(0, Math.max(0, MAX_UNWRITTEN_RESULTS - this.results.length)));
       this.log.error({ err: error, results: results.length }, 'delivery round failed');
-      await new Promise((resolve) => setTimeout(resolve, RETRY_AFTER_FAILURE_MS).unref());
+      await pause(RETRY_AFTER_FAILURE_MS);
       return 0;
     }
+  }
+
+  /** Starts the claimed attempts; if their bodies cannot be read, their claims are left to expire and be made again. */
+  private async send(claimed: readonly ClaimedDelivery[]): Promise<void> {
+    let bodies: Map<string, WebhookBody>;
+    try {
+      bodies = await this.bodiesOf(claimed);
+    } catch (error) {
+      this.log.error({ err: error, deliveries: claimed.length }, 'delivery bodies could not be read; their claims will expire');
+      await pause(RETRY_AFTER_FAILURE_MS);
+      return;
+    }
+    for (const delivery of claimed) this.startAttempt(delivery, bodies.get(delivery.webhookUuid) ?? null);
   }
 
   private async reconcile(always: boolean): Promise<void> {
@@ -175,10 +220,23 @@ export class DeliveryDispatcher {
     await this.store.reconcileHeldDeliveries(now, RECONCILE_BATCH);
   }
 
-  private startAttempt(delivery: ClaimedDelivery): void {
+  /** The claimed deliveries' bodies: from memory, else read (a retry, another node's webhook); purged ones absent. */
+  private async bodiesOf(claimed: readonly ClaimedDelivery[]): Promise<Map<string, WebhookBody>> {
+    const bodies = new Map<string, WebhookBody>();
+    const missing = [];
+    for (const delivery of claimed) {
+      const body = this.recent.get(delivery.webhookUuid);
+      if (body) bodies.set(delivery.webhookUuid, body);
+      else missing.push({ companyId: delivery.companyId, uuid: delivery.webhookUuid, receivedAt: delivery.webhookReceivedAt });
+    }
+    if (missing.length > 0) for (const { uuid, ...body } of await this.store.readWebhookBodies(missing)) bodies.set(uuid, body);
+    return bodies;
+  }
+
+  private startAttempt(delivery: ClaimedDelivery, webhook: WebhookBody | null): void {
     this.inFlight++;
     this.countCompany(delivery.companyId, 1);
-    const send: Promise<void> = this.attempt(delivery)
+    const send: Promise<void> = this.attempt(delivery, webhook)
       .catch((error: unknown) => this.log.error({ err: error, deliveryId: delivery.id }, 'delivery attempt failed unexpectedly'))
       .finally(() => {
         this.inFlight--;
@@ -196,19 +254,26 @@ export class DeliveryDispatcher {
     else this.inFlightByCompany.set(companyId, count);
   }
 
-  private async attempt(delivery: ClaimedDelivery): Promise<void> {
+  private async attempt(delivery: ClaimedDelivery, webhook: WebhookBody | null): Promise<void> {
     const attemptedAt = this.now();
-    const outcome: AttemptOutcome = delivery.webhook
-      ? await this.sender.send({
+    let outcome: AttemptOutcome = { ok: false, status: null, error: 'other', durationMs: 0, responseExcerpt: null, retryAfterMs: null };
+    try {
+      if (webhook) {
+        outcome = await this.sender.send({
           url: delivery.destination.url,
-          headers: this.headersOf(delivery, attemptedAt),
-          body: delivery.webhook.rawBody,
+          headers: this.headersOf(delivery, webhook, attemptedAt),
+          body: webhook.rawBody,
           timeoutMs: delivery.destination.timeoutMs,
-        })
-      : { ok: false, status: null, error: 'other', durationMs: 0, responseExcerpt: null, retryAfterMs: null };
+        });
+      }
+    } catch (error) {
+      // Ours, not the receiver's (a secret this node cannot open, a header Node refuses): a
+      // failed attempt like any, so the delivery goes on through its schedule.
+      this.log.error({ err: error, deliveryId: delivery.id }, 'a delivery attempt could not be made');
+    }
     const finishedAt = this.now();
     const next =
-      outcome.ok || delivery.webhook === null
+      outcome.ok || webhook === null
         ? null
         : nextAttemptAt({ attempt: delivery.attempt, now: finishedAt, status: outcome.status, retryAfterMs: outcome.retryAfterMs, random: this.options.random });
     const result: AttemptResult['outcome'] = outcome.ok ? 'succeeded' : next === null ? 'failed' : 'retry';
@@ -227,7 +292,7 @@ export class DeliveryDispatcher {
         durationMs: outcome.durationMs,
         status: outcome.status,
         // The webhook was purged by retention before this attempt: nothing could be sent.
-        error: delivery.webhook === null ? 'webhook_purged' : outcome.error,
+        error: webhook === null ? 'webhook_purged' : outcome.error,
         responseExcerpt: outcome.responseExcerpt,
         nextAttemptAt: next,
       },
@@ -235,19 +300,19 @@ export class DeliveryDispatcher {
   }
 
   /** The Standard Webhooks headers, ours, and the destination's own (opened only here). */
-  private headersOf(delivery: ClaimedDelivery, attemptedAt: number): Record<string, string> {
-    const { destination, webhook } = delivery;
+  private headersOf(delivery: ClaimedDelivery, webhook: WebhookBody, attemptedAt: number): Record<string, string> {
+    const { destination } = delivery;
     const secrets = [destination.secretSealed, destination.previousSecretSealed].filter((s): s is string => s !== null).map((s) => this.open(s));
     const extra = destination.headersSealed === null ? {} : (JSON.parse(this.open(destination.headersSealed)) as Record<string, string>);
     return {
       ...extra,
-      'content-type': webhook!.contentType,
+      'content-type': webhook.contentType,
       'user-agent': USER_AGENT,
       'x-intake-event': delivery.event,
       'x-intake-integration-id': delivery.integrationId,
       'x-intake-delivery-id': delivery.id,
       'x-intake-attempt': String(delivery.attempt),
-      ...signatureHeaders({ webhookId: delivery.webhookUuid, timestampSeconds: Math.floor(attemptedAt / 1000), body: webhook!.rawBody, secrets }),
+      ...signatureHeaders({ webhookId: delivery.webhookUuid, timestampSeconds: Math.floor(attemptedAt / 1000), body: webhook.rawBody, secrets }),
     };
   }
 

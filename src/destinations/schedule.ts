@@ -77,5 +77,5 @@ export function nextAttemptAt({ attempt, now, status, retryAfterMs, random = uni
 
 /** Uniform in [0, 1) from the CSPRNG, as every random number of the service is (test/key-material.test.ts). */
 function uniform(): number {
-  return randomInt(0, 2 ** 48) / 2 ** 48;
+  return randomInt(2 ** 47) / 2 ** 47;
 }

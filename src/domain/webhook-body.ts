@@ -159,3 +159,9 @@ export function nestingDepth(text: string): number {
   }
   return deepest;
 }
+
+/** The Content-Type a stored webhook arrived with, from its kept headers (a JSON object of lower-cased names). */
+export function keptContentType(keptHeaders: string): string {
+  const value = (JSON.parse(keptHeaders) as Record<string, string>)['content-type'];
+  return value === undefined || value === '' ? 'application/json' : value;
+}

@@ -17,8 +17,8 @@ export interface GroupCommitOptions {
   maxInFlight?: number;
   /** Seconds a refused sender is told to wait. */
   retryAfterSeconds?: number;
-  /** Called after a group with accepted webhooks commits (their deliveries may be due now). */
-  onAccepted?: () => void;
+  /** Called with the webhooks of a group once it commits (their deliveries may be due now). */
+  onAccepted?: (webhooks: PendingWebhook[]) => void;
 }
 
 interface Waiting {
@@ -213,7 +213,8 @@ export class GroupCommitWriter {
       );
       this.failing = false;
       group.forEach((waiting, i) => waiting.resolve(outcomes[i]!));
-      if (outcomes.some((outcome) => outcome.kind === 'accepted')) this.options.onAccepted?.();
+      const accepted = group.filter((_, i) => outcomes[i]!.kind === 'accepted').map((waiting) => waiting.webhook);
+      if (accepted.length > 0) this.options.onAccepted?.(accepted);
     } catch (error) {
       this.failing = true;
       this.log.error({ err: error, webhooks: group.length, logs: logs.length }, 'group commit failed');

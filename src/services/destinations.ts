@@ -48,7 +48,7 @@ export interface DestinationInput {
 export type DestinationEdit = Partial<DestinationInput>;
 
 export const DEFAULT_TIMEOUT_MS = 15_000;
-export const DEFAULT_MAX_IN_FLIGHT = 10;
+export const DEFAULT_MAX_IN_FLIGHT = 100;
 /** How long the previous signing secret keeps signing beside the new one, unless told. */
 export const DEFAULT_PREVIOUS_SECRET_SECONDS = 24 * 60 * 60;
 /** Deliveries one bulk replay or send makes at most; `more` says to call again. */

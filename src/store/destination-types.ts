@@ -152,8 +152,23 @@ export interface ClaimedDelivery {
     previousSecretSealed: string | null;
     headersSealed: string | null;
   };
-  /** Null when retention purged the webhook before it could be sent. */
-  webhook: { rawBody: Buffer; contentType: string; payloadFormat: PayloadFormat } | null;
+  /** Where the webhook's body is (Store.readWebhookBodies, unless the worker has it in memory). */
+  webhookReceivedAt: number;
+}
+
+/** A webhook as a delivery sends it. */
+export interface WebhookBody {
+  rawBody: Buffer;
+  /** The Content-Type it arrived with. */
+  contentType: string;
+  payloadFormat: PayloadFormat;
+}
+
+/** Which webhook's body to read: a delivery's. */
+export interface WebhookRef {
+  companyId: string;
+  uuid: string;
+  receivedAt: number;
 }
 
 export interface ClaimOptions {

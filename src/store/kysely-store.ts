@@ -14,6 +14,7 @@ import { destinationStats } from './queries/delivery-stats.js';
 import * as destinations from './queries/destinations.js';
 import { readFeed } from './queries/feed.js';
 import { insertDeliveries } from './queries/outbox.js';
+import { readWebhookBodies } from './queries/delivery-claims.js';
 import type {
   AttemptResult,
   BulkOutcome,
@@ -32,6 +33,8 @@ import type {
   ReplayFilter,
   SendOutcome,
   SendSelection,
+  WebhookBody,
+  WebhookRef,
 } from './destination-types.js';
 import type {
   RequestLogQuery,
@@ -930,6 +933,9 @@ export class KyselyStore implements Store {
   // --- destinations and deliveries (queries/destinations.ts, deliveries.ts, delivery-work.ts) ---
   exchangeDeliveries(results: AttemptResult[], now: number, claim: ClaimOptions | null, disableAfterMs: number) {
     return deliveryWork.exchangeDeliveries(this.db, this.types, results, now, claim, disableAfterMs);
+  }
+  readWebhookBodies(refs: WebhookRef[]): Promise<Array<WebhookBody & { uuid: string }>> {
+    return readWebhookBodies(this.db, refs);
   }
   reconcileHeldDeliveries(now: number, limit: number): Promise<number> {
     return deliveryWork.reconcileHeldDeliveries(this.db, now, limit);

@@ -20,6 +20,8 @@ import type {
   ReplayFilter,
   SendOutcome,
   SendSelection,
+  WebhookBody,
+  WebhookRef,
 } from './destination-types.js';
 
 export type * from './destination-types.js';
@@ -79,6 +81,8 @@ export interface Store {
     claim: ClaimOptions | null,
     disableAfterMs: number,
   ): Promise<{ claimed: ClaimedDelivery[]; disabled: DisabledDestination[] }>;
+  /** The bodies of webhooks to deliver that the worker does not have in memory, each with its uuid; purged ones absent. */
+  readWebhookBodies(refs: WebhookRef[]): Promise<Array<WebhookBody & { uuid: string }>>;
   /**
    * Moves up to `limit` deliveries between `pending` and `held` to follow their
    * destination's status (paused or disabled: held; active again: pending, due now), so

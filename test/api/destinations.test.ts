@@ -98,7 +98,7 @@ describe('create, read, change, delete', () => {
       header_names: ['Authorization'],
       timeout_ms: 15_000,
       rate_per_second: null,
-      max_in_flight: 10,
+      max_in_flight: 100,
       status: 'active',
       disabled_reason: null,
       disabled_at: null,

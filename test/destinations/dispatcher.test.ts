@@ -4,6 +4,7 @@ import { newId } from '../../src/domain/ids.js';
 import { newSigningSecret } from '../../src/destinations/signing.js';
 import type { NewDestination } from '../../src/store/store.js';
 import { buildTestApp, sendWebhook, testSecretBox, type TestApp, type TestTenant } from '../helpers.js';
+import { webhook } from '../support/webhooks.js';
 import { flakyReceiver, goneReceiver, hangUpReceiver, okReceiver, silentReceiver, startReceiver, tooManyReceiver, type Receiver } from '../support/receivers.js';
 
 /**
@@ -247,8 +248,11 @@ test('a webhook purged before its delivery could be sent ends the delivery as fa
   await setup();
   const target = await receiver(okReceiver());
   const { id } = await destination(target.url);
-  const uuid = await send();
-  await t.database.query('delete from webhooks where uuid = $1'.replace('$1', t.database.dialect === 'postgres' ? '$1' : '?'), [uuid]);
+  // Committed by another node (straight to the store): this one has no copy of its body.
+  const pending = webhook({ companyId: tenant.companyId, integrationId: tenant.integrationId, keyId: tenant.keyId }, Date.now());
+  await t.store.commitBatch([pending], []);
+  clock = Math.max(clock, Date.now() + 1);
+  await t.database.query(`delete from webhooks where uuid = ${t.database.dialect === 'postgres' ? '$1' : '?'}`, [pending.uuid]);
   expect(await at(clock)).toBe(1);
   expect(target.received).toEqual([]);
   expect(await onlyDelivery(id)).toMatchObject({ state: 'failed', lastError: 'webhook_purged', nextAttemptAt: null });

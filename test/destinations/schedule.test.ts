@@ -45,6 +45,15 @@ describe('the retry schedule', () => {
     );
   });
 
+  test("the service's own jitter (from the CSPRNG) stays within those bounds and varies", () => {
+    const waits = Array.from({ length: 200 }, () => nextAttemptAt({ attempt: 2, now: NOW, status: 500, retryAfterMs: null })! - NOW);
+    for (const wait of waits) {
+      expect(wait).toBeGreaterThanOrEqual(0.9 * 5 * 60_000);
+      expect(wait).toBeLessThanOrEqual(1.1 * 5 * 60_000);
+    }
+    expect(new Set(waits).size).toBeGreaterThan(100);
+  });
+
   test('a 429 or 503 with Retry-After waits at least that long, at most 24 h', () => {
     expect(after(1, { status: 429, retryAfterMs: 3 * HOUR })).toBe(NOW + 3 * HOUR);
     expect(after(1, { status: 503, retryAfterMs: 3 * HOUR })).toBe(NOW + 3 * HOUR);

@@ -142,8 +142,9 @@ describe('claims', () => {
     const ids = [...mine!, ...theirs!].map((c) => c.id);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids).toHaveLength(40);
-    expect(mine![0]!.webhook!.rawBody.toString()).toContain('invoice.paid');
-    expect(mine![0]!.webhook!.contentType).toBe('application/json');
+    const [body] = await store.readWebhookBodies([{ companyId: owner.companyId, uuid: mine![0]!.webhookUuid, receivedAt: mine![0]!.webhookReceivedAt }]);
+    expect(body!.rawBody.toString()).toContain('invoice.paid');
+    expect(body!.contentType).toBe('application/json');
     expect(mine![0]!.attempt).toBe(1);
 
     // Nothing is due while the leases run (timeout 15 s + 30 s).

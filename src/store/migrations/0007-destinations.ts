@@ -71,10 +71,11 @@ export async function up(db: Kysely<unknown>, types: DialectTypes): Promise<void
     .addColumn('created_at', 'bigint', (c) => c.notNull())
     .addColumn('updated_at', 'bigint', (c) => c.notNull())
     .execute();
+  // With the destination, so finding which destinations have due work reads the index alone.
   await db.schema
     .createIndex('deliveries_due')
     .on('deliveries')
-    .column('next_attempt_at')
+    .columns(['next_attempt_at', 'destination_id'])
     .where(sql.ref('state'), '=', 'pending')
     .execute();
   await db.schema

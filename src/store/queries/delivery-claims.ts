@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type Selectable } from 'kysely';
+import { keptContentType } from '../../domain/webhook-body.js';
 import type { DialectTypes } from '../migrations/index.js';
 import type { Database, DestinationsTable } from '../schema.js';
-import type { ClaimedDelivery, ClaimOptions, PayloadFormat } from '../store.js';
+import type { ClaimedDelivery, ClaimOptions, PayloadFormat, WebhookBody, WebhookRef } from '../store.js';
 
 /**
  * Claims: due deliveries of active destinations taken with a lease, within each
@@ -35,12 +36,33 @@ export type LockedDestination = Pick<
 >;
 
 /**
- * Due deliveries of active destinations, oldest due first, read without a lock: the ones
- * the budgets choose are locked afterwards (claimCandidates), so a node never holds rows it
- * will not take and two nodes claiming at once share the due work.
+ * The destinations of the oldest due deliveries (up to `limit` × CANDIDATES_PER_CLAIM of
+ * them), from the due index alone: which destinations a claim must lock.
  */
-export async function dueCandidates(trx: Kysely<Database>, now: number, limit: number, destinationIds?: readonly string[]) {
-  let select = trx
+export async function destinationsWithDueWork(trx: Kysely<Database>, now: number, limit: number): Promise<string[]> {
+  const rows = await trx
+    .selectFrom((eb) =>
+      eb
+        .selectFrom('deliveries')
+        .select('destination_id')
+        .where('state', '=', 'pending')
+        .where('next_attempt_at', '<=', now)
+        .orderBy('next_attempt_at')
+        .limit(limit * CANDIDATES_PER_CLAIM)
+        .as('due'),
+    )
+    .select('destination_id')
+    .distinct()
+    .execute();
+  return rows.map((row) => row.destination_id);
+}
+
+/**
+ * Due deliveries of these active destinations, oldest due first, read without a lock: the
+ * ones the budgets choose are locked afterwards, so a node never holds rows it will not take.
+ */
+async function dueCandidates(trx: Kysely<Database>, now: number, limit: number, destinationIds: readonly string[]) {
+  return trx
     .selectFrom('deliveries as dl')
     .innerJoin('destinations as ds', 'ds.id', 'dl.destination_id')
     .select([
@@ -58,10 +80,10 @@ export async function dueCandidates(trx: Kysely<Database>, now: number, limit: n
     .where('dl.next_attempt_at', '<=', now)
     .where('ds.status', '=', 'active')
     .where('ds.deleted_at', 'is', null)
+    .where('dl.destination_id', 'in', destinationIds)
     .orderBy('dl.next_attempt_at')
-    .limit(limit * CANDIDATES_PER_CLAIM);
-  if (destinationIds !== undefined) select = select.where('dl.destination_id', 'in', destinationIds);
-  return select.execute();
+    .limit(limit * CANDIDATES_PER_CLAIM)
+    .execute();
 }
 
 export type Candidate = Awaited<ReturnType<typeof dueCandidates>>[number];
@@ -103,9 +125,9 @@ export async function lockDestinations(trx: Kysely<Database>, types: DialectType
 
 /**
  * Takes the due deliveries of the locked destinations that each budget allows, locks them
- * without waiting (a row another transaction holds is left), leases them, and reads what
- * sending them needs. The destinations are locked already: budgets are counted one node at
- * a time.
+ * without waiting (a row another transaction holds is left) and leases them. The
+ * destinations are locked already: budgets are counted one node at a time. Bodies are not
+ * read here (readWebhookBodies): the worker most often has them in memory from the commit.
  */
 export async function claimCandidates(
   trx: Kysely<Database>,
@@ -198,18 +220,8 @@ export async function claimCandidates(
     }
   }
 
-  const webhooks = await trx
-    .selectFrom('webhooks')
-    .select(['uuid', 'raw_body', 'headers', 'payload_format'])
-    .where('company_id', 'in', [...new Set(taken.map((c) => c.company_id))])
-    .where('uuid', 'in', taken.map((c) => c.webhook_uuid))
-    .where('received_at', 'in', [...new Set(taken.map((c) => Number(c.webhook_received_at)))])
-    .execute();
-  const bodies = new Map(webhooks.map((w) => [w.uuid, w]));
-
   return taken.map((c): ClaimedDelivery => {
     const destination = destinations.get(c.destination_id)!;
-    const webhook = bodies.get(c.webhook_uuid);
     const previousLive = destination.previous_secret_expires_at !== null && Number(destination.previous_secret_expires_at) > now;
     return {
       id: c.id,
@@ -228,13 +240,7 @@ export async function claimCandidates(
         previousSecretSealed: previousLive ? destination.previous_secret_sealed : null,
         headersSealed: destination.headers_sealed,
       },
-      webhook: webhook
-        ? {
-            rawBody: Buffer.from(webhook.raw_body),
-            contentType: contentTypeOf(webhook.headers),
-            payloadFormat: webhook.payload_format as PayloadFormat,
-          }
-        : null,
+      webhookReceivedAt: Number(c.webhook_received_at),
     };
   });
 }
@@ -244,8 +250,25 @@ function usedInWindow(destination: LockedDestination, window: number): number {
   return Number(destination.rate_window_start) === window ? destination.rate_window_count : 0;
 }
 
-/** The Content-Type the webhook arrived with (kept headers are lower-cased JSON). */
-function contentTypeOf(headers: string): string {
-  const value = (JSON.parse(headers) as Record<string, string>)['content-type'];
-  return value === undefined || value === '' ? 'application/json' : value;
+/**
+ * The bodies of these webhooks, each with its uuid, for deliveries whose worker does not have them in
+ * memory; a webhook purged by retention is absent. Reads exact times, so each is a point
+ * lookup (and PostgreSQL reads only the day partitions that hold them).
+ */
+export async function readWebhookBodies(db: Kysely<Database>, refs: readonly WebhookRef[]): Promise<Array<WebhookBody & { uuid: string }>> {
+  if (refs.length === 0) return [];
+  const rows = await db
+    .selectFrom('webhooks')
+    .select(['uuid', 'raw_body', 'headers', 'payload_format'])
+    .where('company_id', 'in', [...new Set(refs.map((ref) => ref.companyId))])
+    .where('uuid', 'in', refs.map((ref) => ref.uuid))
+    .where('received_at', 'in', [...new Set(refs.map((ref) => ref.receivedAt))])
+    .execute();
+  return rows.map((row) => ({
+    uuid: row.uuid,
+    rawBody: Buffer.from(row.raw_body),
+    contentType: keptContentType(row.headers),
+    payloadFormat: row.payload_format as PayloadFormat,
+  }));
 }
+

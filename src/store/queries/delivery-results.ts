@@ -37,22 +37,30 @@ export async function recordResults(
         .execute()
     ).map((row) => `${row.id} ${row.lease_token}`),
   );
-  for (const result of results) {
-    if (!ours.has(`${result.deliveryId} ${result.leaseToken}`)) continue;
-    const { attempt } = result;
+  const mine = results.filter((result) => ours.has(`${result.deliveryId} ${result.leaseToken}`));
+  // Settled deliveries in as few statements as their outcomes differ (a busy round settles
+  // dozens alike); the time they keep is their group's last attempt (each attempt's own is
+  // in its row). A retry has its own due time.
+  const settled = new Map<string, AttemptResult[]>();
+  for (const result of mine) {
+    if (result.outcome === 'retry') {
+      await trx
+        .updateTable('deliveries')
+        .set({ ...lastAttempt([result]), state: 'pending', next_attempt_at: result.attempt.nextAttemptAt, updated_at: now })
+        .where('id', '=', result.deliveryId)
+        .execute();
+      continue;
+    }
+    const key = `${result.outcome} ${result.attempt.status} ${result.attempt.error}`;
+    const group = settled.get(key);
+    if (group) group.push(result);
+    else settled.set(key, [result]);
+  }
+  for (const group of settled.values()) {
     await trx
       .updateTable('deliveries')
-      .set({
-        state: result.outcome === 'retry' ? 'pending' : result.outcome,
-        next_attempt_at: result.outcome === 'retry' ? attempt.nextAttemptAt : null,
-        lease_token: null,
-        last_attempt_at: attempt.attemptedAt,
-        last_status: attempt.status,
-        last_error: attempt.error,
-        updated_at: now,
-      })
-      .where('id', '=', result.deliveryId)
-      .where('lease_token', '=', result.leaseToken)
+      .set({ ...lastAttempt(group), state: group[0]!.outcome, next_attempt_at: null, updated_at: now })
+      .where('id', 'in', group.map((result) => result.deliveryId))
       .execute();
   }
   // Every attempt is recorded, whether or not its delivery is still its own: it was made.
@@ -78,6 +86,17 @@ export async function recordResults(
   return trackHealth(trx, results, now, disableAfterMs, destinations);
 }
 
+/** What a delivery keeps of its latest attempt; its lease ends with it. */
+function lastAttempt(group: readonly AttemptResult[]) {
+  const { attempt } = group[0]!;
+  return {
+    lease_token: null,
+    last_attempt_at: Math.max(...group.map((result) => result.attempt.attemptedAt)),
+    last_status: attempt.status,
+    last_error: attempt.error,
+  };
+}
+
 /**
  * Each destination's failure streak: a success ends it, a failure starts it if none runs.
  * A streak older than `disableAfterMs`, or a 410 Gone, disables the destination (its
@@ -91,7 +110,11 @@ async function trackHealth(
   destinations: ReadonlyMap<string, LockedDestination>,
 ): Promise<DisabledDestination[]> {
   const byDestination = new Map<string, AttemptResult[]>();
-  for (const result of results) byDestination.set(result.destinationId, [...(byDestination.get(result.destinationId) ?? []), result]);
+  for (const result of results) {
+    const group = byDestination.get(result.destinationId);
+    if (group) group.push(result);
+    else byDestination.set(result.destinationId, [result]);
+  }
   const disabled: DisabledDestination[] = [];
   for (const id of [...byDestination.keys()].sort()) {
     const row = destinations.get(id);

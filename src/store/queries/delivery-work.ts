@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { DialectTypes } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import type { AttemptResult, ClaimedDelivery, ClaimOptions, DisabledDestination } from '../store.js';
-import { claimCandidates, dueCandidates, lockDestinations } from './delivery-claims.js';
+import { claimCandidates, destinationsWithDueWork, lockDestinations } from './delivery-claims.js';
 import { recordResults } from './delivery-results.js';
 
 /**
@@ -29,14 +29,14 @@ export async function exchangeDeliveries(
 ): Promise<{ claimed: ClaimedDelivery[]; disabled: DisabledDestination[] }> {
   if (results.length === 0 && (claim === null || claim.limit <= 0)) return { claimed: [], disabled: [] };
   return db.transaction().execute(async (trx) => {
-    const candidates = claim === null || claim.limit <= 0 ? [] : await dueCandidates(trx, now, claim.limit);
-    if (results.length === 0 && candidates.length === 0) return { claimed: [], disabled: [] };
-    const destinationIds = new Set([...candidates.map((c) => c.destination_id), ...results.map((r) => r.destinationId)]);
+    const due = claim === null || claim.limit <= 0 ? [] : await destinationsWithDueWork(trx, now, claim.limit);
+    if (results.length === 0 && due.length === 0) return { claimed: [], disabled: [] };
+    const destinationIds = new Set([...due, ...results.map((r) => r.destinationId)]);
     const destinations = await lockDestinations(trx, types, [...destinationIds]);
     const disabled = results.length === 0 ? [] : await recordResults(trx, types, results, now, disableAfterMs, destinations);
     // A destination disabled by these results takes nothing more now.
     for (const { destinationId } of disabled) destinations.set(destinationId, { ...destinations.get(destinationId)!, status: 'disabled' });
-    const claimed = candidates.length === 0 ? [] : await claimCandidates(trx, types, now, claim!, destinations);
+    const claimed = due.length === 0 ? [] : await claimCandidates(trx, types, now, claim!, destinations);
     return { claimed, disabled };
   });
 }

@@ -16,6 +16,7 @@ export const THREAD_METHODS = {
     'recordKeyUsage',
     'purgeExpired',
     'exchangeDeliveries',
+    'readWebhookBodies',
     'reconcileHeldDeliveries',
     'replayDelivery',
     'replayDeliveries',

@@ -58,6 +58,9 @@ export class ThreadedSqliteStore extends KyselyStore {
   override exchangeDeliveries(...args: Args<'exchangeDeliveries'>) {
     return this.commitThread.call('exchangeDeliveries', ...args);
   }
+  override readWebhookBodies(...args: Args<'readWebhookBodies'>) {
+    return this.commitThread.call('readWebhookBodies', ...args);
+  }
   override reconcileHeldDeliveries(...args: Args<'reconcileHeldDeliveries'>) {
     return this.commitThread.call('reconcileHeldDeliveries', ...args);
   }

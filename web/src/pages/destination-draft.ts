@@ -39,7 +39,7 @@ export interface DestinationBody {
 
 /** The API's defaults and bounds (design: "Vocabulary"). */
 const DEFAULT_TIMEOUT_MS = 15_000;
-const DEFAULT_MAX_IN_FLIGHT = 10;
+const DEFAULT_MAX_IN_FLIGHT = 100;
 export const MAX_HEADERS = 20;
 
 /** The form started from the destination, or from the defaults for a new one. */
