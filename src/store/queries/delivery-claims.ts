@@ -12,7 +12,7 @@ import type { ClaimedDelivery, ClaimOptions, PayloadFormat, WebhookBody, Webhook
  */
 
 /** Candidates read per claim, per delivery wanted: room for destinations that have no budget left. */
-const CANDIDATES_PER_CLAIM = 2;
+const CANDIDATES_PER_CLAIM = 4;
 
 /** A destination row as locked for an exchange: what the claim's budgets and the results' health read. */
 export type LockedDestination = Pick<
