@@ -6,9 +6,10 @@ import type { DialectTypes } from './index.js';
  * filters, at least once. A delivery row per (webhook, destination) is the outbox, written
  * in the webhook's own transaction; workers lease due rows, and every attempt is kept.
  *
- * Indexes on `deliveries`, each for one reader: the claim walks `deliveries_due` (only
- * pending rows, oldest due first); backlog counts and the pending/held moves use
- * `deliveries_open` (only unsettled rows); the in-flight limit counts `deliveries_leased`
+ * Indexes on `deliveries`, each for one reader: the claim finds which destinations have
+ * due work in `deliveries_due` (only pending rows, oldest due first) and reads each one's due
+ * rows from `deliveries_open` (only unsettled rows, by destination, state and due time),
+ * which also serves backlog counts and the pending/held moves; the in-flight limit counts `deliveries_leased`
  * (only rows being attempted); lists and the retention purge use
  * `deliveries_destination`; a webhook's deliveries `deliveries_webhook`. The partial ones
  * stay as small as the work in progress, whatever the history.
@@ -78,10 +79,11 @@ export async function up(db: Kysely<unknown>, types: DialectTypes): Promise<void
     .columns(['next_attempt_at', 'destination_id'])
     .where(sql.ref('state'), '=', 'pending')
     .execute();
+  // With the due time: one destination's due deliveries in order, at once, however long its backlog.
   await db.schema
     .createIndex('deliveries_open')
     .on('deliveries')
-    .columns(['destination_id', 'state'])
+    .columns(['destination_id', 'state', 'next_attempt_at'])
     .where(sql<boolean>`state in ('pending', 'held')`)
     .execute();
   await db.schema

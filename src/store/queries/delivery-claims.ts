@@ -58,35 +58,24 @@ export async function destinationsWithDueWork(trx: Kysely<Database>, now: number
 }
 
 /**
- * Due deliveries of these active destinations, oldest due first, read without a lock: the
- * ones the budgets choose are locked afterwards, so a node never holds rows it will not take.
+ * One destination's due deliveries, oldest due first, at most `limit`, read without a lock
+ * (the ones the budgets choose are locked afterwards, so a node never holds rows it will not
+ * take). One destination at a time: the (destination, state, due time) index then gives
+ * them in order and stops at `limit`, whatever the destination's backlog.
  */
-async function dueCandidates(trx: Kysely<Database>, now: number, limit: number, destinationIds: readonly string[]) {
+async function dueOf(trx: Kysely<Database>, destinationId: string, now: number, limit: number) {
   return trx
-    .selectFrom('deliveries as dl')
-    .innerJoin('destinations as ds', 'ds.id', 'dl.destination_id')
-    .select([
-      'dl.id',
-      'dl.company_id',
-      'dl.destination_id',
-      'dl.webhook_uuid',
-      'dl.webhook_received_at',
-      'dl.integration_id',
-      'dl.event',
-      'dl.attempts',
-      'dl.series',
-    ])
-    .where('dl.state', '=', 'pending')
-    .where('dl.next_attempt_at', '<=', now)
-    .where('ds.status', '=', 'active')
-    .where('ds.deleted_at', 'is', null)
-    .where('dl.destination_id', 'in', destinationIds)
-    .orderBy('dl.next_attempt_at')
-    .limit(limit * CANDIDATES_PER_CLAIM)
+    .selectFrom('deliveries')
+    .select(['id', 'company_id', 'destination_id', 'webhook_uuid', 'webhook_received_at', 'integration_id', 'event', 'attempts', 'series', 'next_attempt_at'])
+    .where('destination_id', '=', destinationId)
+    .where('state', '=', 'pending')
+    .where('next_attempt_at', '<=', now)
+    .orderBy('next_attempt_at')
+    .limit(limit)
     .execute();
 }
 
-export type Candidate = Awaited<ReturnType<typeof dueCandidates>>[number];
+export type Candidate = Awaited<ReturnType<typeof dueOf>>[number];
 
 /**
  * Locks the destinations an exchange touches, all in one statement in id order: two
@@ -136,13 +125,8 @@ export async function claimCandidates(
   options: ClaimOptions,
   destinations: ReadonlyMap<string, LockedDestination>,
 ): Promise<ClaimedDelivery[]> {
-  const active = [...destinations.values()].filter((d) => d.status === 'active' && d.deleted_at === null).map((d) => d.id);
-  if (active.length === 0) return [];
-  // Read again now that the destinations are locked: a node that held them a moment ago has
-  // committed its claims, and this read no longer sees what it took.
-  const usable = await dueCandidates(trx, now, options.limit, active);
-  if (usable.length === 0) return [];
-  const destinationIds = [...new Set(usable.map((c) => c.destination_id))];
+  const destinationIds = [...destinations.values()].filter((d) => d.status === 'active' && d.deleted_at === null).map((d) => d.id);
+  if (destinationIds.length === 0) return [];
   const inFlight = await trx
     .selectFrom('deliveries')
     .select(['destination_id', (eb) => eb.fn.countAll<number>().as('count')])
@@ -161,6 +145,14 @@ export async function claimCandidates(
       return [id, Math.max(0, room)];
     }),
   );
+  // Read now that the destinations are locked: a node that held them a moment ago has
+  // committed its claims, and these reads no longer see what it took.
+  const usable: Candidate[] = [];
+  for (const id of destinationIds) {
+    const room = Math.min(budget.get(id)!, options.limit * CANDIDATES_PER_CLAIM);
+    if (room > 0) usable.push(...(await dueOf(trx, id, now, room)));
+  }
+  usable.sort((a, b) => Number(a.next_attempt_at) - Number(b.next_attempt_at));
 
   const chosen: Candidate[] = [];
   const companyShare = new Map(options.perCompany?.inFlight ?? []);
