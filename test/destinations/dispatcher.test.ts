@@ -257,3 +257,19 @@ test('a webhook purged before its delivery could be sent ends the delivery as fa
   expect(target.received).toEqual([]);
   expect(await onlyDelivery(id)).toMatchObject({ state: 'failed', lastError: 'webhook_purged', nextAttemptAt: null });
 });
+
+test('while intake is near one of its bounds, no delivery is claimed: deliveries wait, webhooks are not refused for them', async () => {
+  let pressure = true;
+  clock = Date.now() + SECOND;
+  t = await buildTestApp({ INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' }, { delivery: { start: false, now: () => clock, underPressure: () => pressure } });
+  tenant = await t.newTenant();
+  const target = await receiver(okReceiver());
+  const { id } = await destination(target.url);
+  await send();
+  expect(await at(clock)).toBe(0);
+  expect(t.app.dispatcher.counts.shed).toBeGreaterThan(0);
+  expect(target.received).toEqual([]);
+  pressure = false;
+  expect(await at(clock)).toBe(1);
+  expect(await onlyDelivery(id)).toMatchObject({ state: 'succeeded' });
+});
