@@ -34,14 +34,9 @@ import { panelRoutes } from './admin/panel.js';
 import { SourceVerifier } from './sources/verifier.js';
 import type { Store } from './store/store.js';
 import { createLogger } from './logger.js';
+import type { AppInstance, RegisteredRoute } from './app-instance.js';
 
-export type AppInstance = FastifyInstance<
-  import('node:http').Server,
-  import('node:http').IncomingMessage,
-  import('node:http').ServerResponse,
-  FastifyBaseLogger,
-  TypeBoxTypeProvider
->;
+export type { AppInstance } from './app-instance.js';
 
 export interface AppDeps {
   config: Config;
@@ -54,26 +49,6 @@ export interface AppDeps {
   readLimits?: Partial<ReadLimitOptions>;
   /** The delivery workers' settings; tests give a clock, or `start: false` to drive them with runOnce. */
   delivery?: Partial<DispatcherOptions> & { start?: boolean };
-}
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** The error code this request was answered with, for the request log. */
-    errorCode: ErrorCode | undefined;
-  }
-  interface FastifyInstance {
-    /** Every route registered (HEAD aside), so tests can hold the OpenAPI document and the audit table to them. */
-    readonly registeredRoutes: readonly RegisteredRoute[];
-    /** This node's delivery worker (tests drive it with runOnce and a clock of their own). */
-    readonly dispatcher: DeliveryDispatcher;
-  }
-}
-
-export interface RegisteredRoute {
-  method: string;
-  url: string;
-  /** Left out of the OpenAPI document on purpose (`schema.hide`). */
-  hidden: boolean;
 }
 
 /** Builds the whole service without listening: main.ts listens, tests inject. */

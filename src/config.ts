@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
+import { ENVIRONMENTS, type Environment } from './domain/environment.js';
 import { parseSecretsKeys } from './domain/secret-box.js';
 import { parseCidrList, type Cidr } from './destinations/address-guard.js';
 
@@ -13,7 +14,7 @@ const ConfigSchema = Type.Object({
   INTAKE_DATABASE_URL: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)$', default: 'sqlite:./data/intake.db' }),
   /** PostgreSQL connections per node at most (ignored by SQLite). */
   INTAKE_DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
-  INTAKE_ENV: Type.Enum(['development', 'staging', 'production'], { default: 'development' }),
+  INTAKE_ENV: Type.Enum([...ENVIRONMENTS], { default: 'development' }),
   INTAKE_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
   /**
    * Whose X-Forwarded-For to believe for the sender's IP: `false` (default), `true`, or a
@@ -91,7 +92,7 @@ const ConfigSchema = Type.Object({
 
 type RawConfig = Static<typeof ConfigSchema>;
 
-export type Environment = RawConfig['INTAKE_ENV'];
+export type { Environment } from './domain/environment.js';
 
 export interface Config {
   port: number;

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
 import type { FastifyReply } from 'fastify';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { AppError } from '../errors.js';
 
 /**

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { sessionOf } from './auth.js';
 import { noContent, type ApiDeps } from './context.js';
 import { ERROR_RESPONSES, ErrorResponse, Id, Timestamp, iso } from './schemas.js';

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import type { AuditRecord } from '../store/store.js';
 import { principalOf, type ApiDeps } from './context.js';
 import { ERROR_RESPONSES, Id, Page, PageQuery, Timestamp, iso, pageOf } from './schemas.js';

@@ -5,7 +5,7 @@ import { linkTokenHash } from '../admin/links.js';
 import { ABSOLUTE_TIMEOUT_MS, SESSION_COOKIE, type SignedIn } from '../admin/sessions.js';
 import { newId } from '../domain/ids.js';
 import { Management } from '../services/management.js';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { AppError } from '../errors.js';
 import { managementOptions, noContent, principalOf, type ApiDeps } from './context.js';
 import { ERROR_RESPONSES, ErrorResponse, Id, RoleSchema } from './schemas.js';

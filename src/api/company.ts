@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { AppError } from '../errors.js';
 import { MAX_RETENTION_DAYS, type Company } from '../store/store.js';
 import { managementFor, principalOf, type ApiDeps } from './context.js';

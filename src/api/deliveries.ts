@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { parseOptionalTime } from '../domain/time.js';
 import { AppError } from '../errors.js';
 import { MAX_PER_CALL, MAX_SEND_UUIDS } from '../services/destinations.js';

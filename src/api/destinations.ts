@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { MAX_ROTATION_GRACE_SECONDS } from '../domain/api-key.js';
 import { AppError } from '../errors.js';
 import { DEFAULT_PREVIOUS_SECRET_SECONDS, type DestinationEdit } from '../services/destinations.js';

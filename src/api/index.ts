@@ -1,6 +1,6 @@
 import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyRequest } from 'fastify';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { fieldWithNul } from '../domain/text.js';
 import { MAX_NESTING_DEPTH, nestingDepth } from '../domain/webhook-body.js';
 import { AppError } from '../errors.js';

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { issuableIntegrationScopes } from '../domain/permissions.js';
 import { AppError } from '../errors.js';
 import type { Integration } from '../store/store.js';

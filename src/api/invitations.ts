@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { newId } from '../domain/ids.js';
 import { AppError } from '../errors.js';
 import { Invitations } from '../services/invitations.js';

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { DEFAULT_ROTATION_GRACE_SECONDS, INTEGRATION_SCOPES, MAX_ROTATION_GRACE_SECONDS, keyStatus } from '../domain/api-key.js';
 import { issuableIntegrationScopes } from '../domain/permissions.js';
 import { AppError } from '../errors.js';

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { MANAGEMENT_SCOPES } from '../domain/api-key.js';
 import type { KeyDetails } from '../store/store.js';
 import { managementFor, principalOf, type ApiDeps } from './context.js';

@@ -1,7 +1,7 @@
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 
 /** The request body of POST /api/webhooks/…: read raw by the handler, so described here only. */
 const WebhookBody = Type.Object(

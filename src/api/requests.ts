@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { ERRORS, type ErrorCode } from '../errors.js';
 import type { RequestLogEntry } from '../store/store.js';
 import { principalOf, type ApiDeps } from './context.js';

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { MAX_ROTATION_GRACE_SECONDS } from '../domain/api-key.js';
 import { AppError } from '../errors.js';
 import { PROVIDERS, providerFor } from '../sources/providers/index.js';

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { AppError } from '../errors.js';
 import { WEBHOOK_PAGE_BYTES, type FeedCursor, type FeedItem } from '../store/store.js';
 import { principalOf, resolvePrincipal, type ApiDeps, type Principal } from './context.js';

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { withinBudget } from '../store/queries/webhooks.js';
 import { WEBHOOK_PAGE_BYTES, type WebhookHeadQuery, type WebhookSummary } from '../store/store.js';
 import { principalOf, stillAllowed, type ApiDeps, type Principal } from './context.js';

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Type } from 'typebox';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import { decodeCursor, encodeCursor, type Cursor } from '../domain/cursor.js';
 import { webhookData } from '../domain/webhook-body.js';
 import { AppError } from '../errors.js';

@@ -1,7 +1,7 @@
 import { promises as dns, type LookupAddress, type LookupOptions } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
-import type { Environment } from '../config.js';
+import type { Environment } from '../domain/environment.js';
 import { AppError } from '../errors.js';
 
 /**

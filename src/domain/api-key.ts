@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { crc32 } from 'node:zlib';
-import type { Environment } from '../config.js';
+import type { Environment } from './environment.js';
 import { AppError } from '../errors.js';
 import { randomBase62, toBase62 } from './ids.js';
 

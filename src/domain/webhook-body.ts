@@ -1,7 +1,12 @@
 import { AppError } from '../errors.js';
 import type { ParsedBody } from '../sources/provider.js';
-import type { PayloadFormat } from '../store/store.js';
 import { UNSTORABLE_TEXT } from './text.js';
+
+/**
+ * The shape of a stored body: the API key's `{event, data}` envelope (`data` is its field),
+ * or a provider's own JSON value or form (`data` is the whole body, a form as an object).
+ */
+export type PayloadFormat = 'envelope' | 'json' | 'form';
 
 /**
  * The rules of a webhook body (contract, "Sending a webhook"), in the order the contract

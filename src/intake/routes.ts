@@ -18,7 +18,7 @@ import type { ParsedBody } from '../sources/provider.js';
 import { providerFor } from '../sources/providers/index.js';
 import { SignatureRefused, type SourceVerifier } from '../sources/verifier.js';
 import { AppError } from '../errors.js';
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import {
   preciseNow,
   STATUS_OF_OUTCOME,

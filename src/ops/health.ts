@@ -1,4 +1,4 @@
-import type { AppInstance } from '../app.js';
+import type { AppInstance } from '../app-instance.js';
 import type { DeliveryDispatcher } from '../destinations/dispatcher.js';
 import type { AdmissionGate } from '../intake/admission.js';
 import type { AuthFailureLimiter } from '../intake/auth-failures.js';

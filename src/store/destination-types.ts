@@ -1,5 +1,5 @@
 import type { PageCursor } from '../domain/cursor.js';
-import type { PayloadFormat } from './store.js';
+import type { PayloadFormat } from '../domain/webhook-body.js';
 
 /**
  * Destinations and their deliveries as the store hands them over: the company's own URLs

@@ -1,6 +1,7 @@
 import type { Scope } from '../domain/api-key.js';
 import type { Cursor, PageCursor } from '../domain/cursor.js';
 import type { Role } from '../domain/permissions.js';
+import type { PayloadFormat } from '../domain/webhook-body.js';
 import type { ProviderType, SourceConfig, SourceType } from '../sources/provider.js';
 import type {
   AttemptResult,
@@ -663,11 +664,7 @@ export function preciseNow(): number {
 /** Repeats of an idempotency key older than this are new webhooks. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 
-/**
- * The shape of a stored body: the API key's `{event, data}` envelope (`data` is its field),
- * or a provider's own JSON value or form (`data` is the whole body, a form as an object).
- */
-export type PayloadFormat = 'envelope' | 'json' | 'form';
+export type { PayloadFormat };
 
 export interface RequestLogEntry {
   id: string;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import type { RegisteredRoute } from '../../src/app.js';
+import type { RegisteredRoute } from '../../src/app-instance.js';
 import type { Permission } from '../../src/domain/permissions.js';
 import { buildTestApp, type TestApp } from '../helpers.js';
 import { callRoute, companySnapshot, isolationWorld, type Answer, type CompanyA, type IsolationWorld } from '../support/isolation.js';

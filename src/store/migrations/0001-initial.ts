@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { AUTH_CHANGES_CHANNEL, type DialectTypes } from './index.js';
+import { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../dialect-types.js';
 
 /** Companies, users, integrations, keys, webhooks, the request log and what auth needs. */
 export async function up(db: Kysely<unknown>, types: DialectTypes): Promise<void> {

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { DialectTypes } from './index.js';
+import type { DialectTypes } from '../dialect-types.js';
 
 /**
  * Destinations: the company's URLs that receive every accepted webhook matching their

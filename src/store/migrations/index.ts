@@ -1,5 +1,5 @@
-import type { CreateTableBuilder, Kysely, Migration, MigrationProvider, RawBuilder, SelectQueryBuilder, SqlBool } from 'kysely';
-import type { FeedCursor } from '../destination-types.js';
+import type { Kysely, Migration, MigrationProvider } from 'kysely';
+import type { DialectTypes } from '../dialect-types.js';
 import * as initial from './0001-initial.js';
 import * as logOrderAndClaimAge from './0002-log-order-and-claim-age.js';
 import * as management from './0003-management.js';
@@ -8,75 +8,7 @@ import * as accounts from './0005-accounts.js';
 import * as sources from './0006-sources.js';
 import * as destinations from './0007-destinations.js';
 
-/**
- * What differs between dialects in a table definition (and in the one query that needs
- * it); each store supplies its own, so a migration or a query is written once and reads
- * the same for every database.
- */
-export interface DialectTypes {
-  binary: 'blob' | 'bytea';
-  addSerialPrimaryKey<T extends string>(table: CreateTableBuilder<T>, column: string): CreateTableBuilder<T>;
-  /**
-   * The key column of a table that grows with traffic and is purged by age (webhooks, the
-   * request log). SQLite keys it by `idColumn` alone; PostgreSQL partitions it by
-   * `timeColumn`, which must then be part of the primary key.
-   */
-  addTimeSeriesKey<T extends string>(
-    table: CreateTableBuilder<T>,
-    tableName: string,
-    idColumn: string,
-    timeColumn: string,
-  ): CreateTableBuilder<T>;
-  /** Runs after a time-series table exists (PostgreSQL adds its default partition). */
-  afterTimeSeriesTable(db: Kysely<unknown>, tableName: string): Promise<void>;
-  /** Makes every insert into `tableName` wake listeners on `channel` (PostgreSQL NOTIFY). */
-  notifyOnInsert(db: Kysely<unknown>, tableName: string, channel: string): Promise<void>;
-  /**
-   * Whether the UTF-8 text of the binary `column` contains `needle` exactly (case and
-   * all; `%` and `_` are plain characters): the payload search of the management API.
-   */
-  binaryContainsText(column: string, needle: string): RawBuilder<SqlBool>;
-  /**
-   * The size in bytes of the binary `column`, without reading its bytes: SQLite's
-   * `length(blob)` reads the record header, PostgreSQL's `octet_length(bytea)` the TOAST
-   * pointer. What lets a page of webhooks stop at a byte budget before loading bodies.
-   */
-  binaryLength(column: string): RawBuilder<number>;
-  /**
-   * Rows a delivery worker takes: PostgreSQL locks them and skips rows another node holds
-   * (`FOR UPDATE OF <table> SKIP LOCKED`), so nodes claim at once without taking the same
-   * row or waiting for each other; SQLite has one writer, whose transaction is the lock.
-   */
-  lockSkippingLocked<S extends SelectQueryBuilder<any, any, any>>(select: S, table: string): S;
-  /** Rows a transaction changes after reading them (`FOR UPDATE` on PostgreSQL; SQLite's writer holds the database). */
-  lockForUpdate<S extends SelectQueryBuilder<any, any, any>>(select: S): S;
-  /**
-   * Adds the feed's position to `webhooks` (migration 0007): SQLite a `feed_seq` that
-   * commitBatch assigns from one counter row (its single writer commits in that order);
-   * PostgreSQL the id of the inserting transaction (`feed_xid`, xid8) and a sequence number
-   * within it, both set by column defaults.
-   */
-  addFeedPosition(db: Kysely<unknown>): Promise<void>;
-  /**
-   * The first of `count` consecutive feed positions for a commit's webhooks, reserved in its
-   * transaction; null where the database sets them itself (PostgreSQL).
-   */
-  reserveFeedSeqs(db: Kysely<any>, count: number): Promise<number | null>;
-  /**
-   * The heads (uuid, time, body size, position) of the company's webhooks after `after`,
-   * oldest first. PostgreSQL returns only rows of transactions older than every one still
-   * running (`pg_snapshot_xmin`): a transaction that began earlier but commits later can
-   * then never land behind a reader's position.
-   */
-  feedHeads(
-    db: Kysely<any>,
-    companyId: string,
-    query: { after: FeedCursor | null; limit: number },
-  ): Promise<Array<{ uuid: string; receivedAt: number; sizeBytes: number; position: FeedCursor }>>;
-}
-
-/** The channel a node listens on to hear that a key or an integration changed. */
-export const AUTH_CHANGES_CHANNEL = 'intake_auth_changes';
+export { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../dialect-types.js';
 
 type DialectMigration = { up(db: Kysely<unknown>, types: DialectTypes): Promise<void> };
 
