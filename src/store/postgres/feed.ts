@@ -19,7 +19,9 @@ export const postgresFeed: Pick<DialectTypes, 'addFeedPosition' | 'reserveFeedSe
     await sql`create sequence webhooks_feed_seq`.execute(db);
     await sql`alter table webhooks alter column feed_xid set default pg_current_xact_id(),
       alter column feed_seq set default nextval('webhooks_feed_seq')`.execute(db);
-    await sql`create index webhooks_feed on webhooks (company_id, feed_xid, feed_seq)`.execute(db);
+    // Partial: only the feed's query (whose comparisons imply it) can use it, so the planner
+    // never takes it for another read of a company's webhooks (the purge, the lists).
+    await sql`create index webhooks_feed on webhooks (company_id, feed_xid, feed_seq) where feed_xid is not null`.execute(db);
   },
 
   // The column defaults number the rows.

@@ -10,7 +10,8 @@ import type { DialectTypes } from '../migrations/index.js';
 export const sqliteFeed: Pick<DialectTypes, 'addFeedPosition' | 'reserveFeedSeqs' | 'feedHeads'> = {
   async addFeedPosition(db) {
     await db.schema.alterTable('webhooks').addColumn('feed_seq', 'integer').execute();
-    await db.schema.createIndex('webhooks_feed').on('webhooks').columns(['company_id', 'feed_seq']).execute();
+    // Partial, as on PostgreSQL: only the feed's query can use it.
+    await db.schema.createIndex('webhooks_feed').on('webhooks').columns(['company_id', 'feed_seq']).where(sql<boolean>`feed_seq is not null`).execute();
     await db.schema
       .createTable('feed_sequence')
       .addColumn('id', 'integer', (c) => c.primaryKey())
