@@ -7,7 +7,7 @@ import { TEST_POSTGRES_URL, printable, probePostgres } from './test/support/post
 /**
  * Two projects, as Kysely runs its suite once per dialect: `sqlite` runs everything;
  * `postgres` runs every test that is about storage (the store suite, the routes, the key
- * cache, retention, query plans, the end-to-end test) again on PostgreSQL, plus the
+ * cache, retention, query plans, metrics, the end-to-end test) again on PostgreSQL, plus the
  * multi-node and crash tests. The
  * PostgreSQL project runs when a server answers at INTAKE_TEST_DATABASE_URL; otherwise one
  * line says it was skipped, and with INTAKE_REQUIRE_POSTGRES=1 (CI) the run fails instead.
@@ -21,6 +21,7 @@ const ON_BOTH_DATABASES = [
   'test/read-routes.test.ts',
   'test/request-log.test.ts',
   'test/e2e.test.ts',
+  'test/metrics.test.ts',
   'test/api/logs.test.ts',
   'test/api/requests-usage.test.ts',
   'test/api/integrations.test.ts',

@@ -33,5 +33,10 @@ declare module 'fastify' {
     readonly registeredRoutes: readonly RegisteredRoute[];
     /** This node's delivery worker (tests drive it with runOnce and a clock of their own). */
     readonly dispatcher: DeliveryDispatcher;
+    /**
+     * The server of INTAKE_METRICS_PORT, not listening yet (serve.ts listens on it beside the
+     * app; the app's close closes it); undefined when /metrics is served with everything else.
+     */
+    readonly metricsServer: AppInstance | undefined;
   }
 }

@@ -29,6 +29,8 @@ import { RetentionJob } from './ops/retention.js';
 import { RateLimiter } from './intake/rate-limit.js';
 import { intakeRoutes } from './intake/routes.js';
 import { healthRoutes } from './ops/health.js';
+import { Metrics } from './ops/metrics.js';
+import { buildMetricsServer, metricsRoute, observeRequests } from './ops/metrics-http.js';
 import { defaultReadLimits, ReadLimits, type ReadLimitOptions } from './api/read-limits.js';
 import { panelRoutes } from './admin/panel.js';
 import { SourceVerifier } from './sources/verifier.js';
@@ -74,14 +76,17 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     routerOptions: { ignoreTrailingSlash: true },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // One registry per app: a test process builds many apps.
+  const metrics = new Metrics();
   const guard = new SignInGuard();
   const sessions = new Sessions(store);
   const mailer = createMailer(config.smtpUrl, config.smtpFrom, logger);
+  const signIn = new SignIn(store, sessions, guard, deps.secrets);
   const accountDeps = {
     guard,
     sessions,
     mailer,
-    signIn: new SignIn(store, sessions, guard, deps.secrets),
+    signIn,
     accounts: new Accounts({ store, secrets: deps.secrets, guard, mailer, baseUrl: config.baseUrl, logger }),
   };
   const addressGuard = new AddressGuard(config.destinationAllow);
@@ -95,6 +100,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
       // The outbox rows are in the same commit: the dispatcher can claim them at once, and
       // send them from memory without reading the bodies back.
       onAccepted: (webhooks) => dispatcher.committed(webhooks),
+      onWritten: (group) => metrics.groupWritten(group),
     },
     logger,
   );
@@ -113,6 +119,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     disableAfterMs: config.destinationDisableAfterMs,
     // Half of either bound: deliveries wait before intake has to refuse anything.
     underPressure: () => admission.overloaded(performance.now(), 0.5),
+    onFirstAttempt: (ms) => metrics.firstAttempt(ms),
     ...deps.delivery,
   });
 
@@ -120,6 +127,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   // One set of bounds per node, shared by the management API and the integration key's reads.
   app.decorate('readLimits', new ReadLimits({ ...defaultReadLimits(config.databasePoolSize), ...deps.readLimits }));
   app.addHook('onSend', securityHeaders);
+  observeRequests(app, metrics);
   app.setErrorHandler((error, request, reply) => renderError(toAppError(error as Error, request), request, reply));
   // U+0000 reaches no route: PostgreSQL's text cannot hold it, so it would be a database
   // error (a 500 or a 503) where the client deserves a 400.
@@ -146,7 +154,11 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   const counters = { unknownIntegrationRequests: 0 };
   const authFailures = new AuthFailureLimiter(config.authFailureLimit, config.authFailureWindowMs);
   app.decorate('dispatcher', dispatcher);
-  await app.register(healthRoutes, { store, writer, counters, admission, authFailures, dispatcher });
+  await app.register(healthRoutes, { store, writer });
+  // On a port of its own when one is set, and then not on this one.
+  const metricsServer = config.metricsPort === undefined ? undefined : buildMetricsServer(metrics, config, logger as FastifyBaseLogger);
+  if (metricsServer === undefined) metricsRoute(app, metrics, config.metricsToken);
+  app.decorate('metricsServer', metricsServer);
   await app.register(panelRoutes);
   const authenticator = new Authenticator(
     keyCache,
@@ -162,7 +174,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     // The webhook addresses only, before authentication and before the body is read, so a
     // refusal costs next to nothing; health, metrics, /api/v1 and the panel stay answered.
     // A callback hook, not an async one, like the one above. Nothing was authenticated, so
-    // no request-log row: the refusal is counted (admission.shed, in /metrics).
+    // no request-log row: the refusal is counted (admission.shedBy, in /metrics).
     scope.addHook('onRequest', (_request, _reply, done) => {
       done(
         admission.admit()
@@ -178,8 +190,21 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
       lastUsed,
       counters,
       authFailures,
-      sources: new SourceVerifier(deps.secrets, config.baseUrl),
+      sources: new SourceVerifier(deps.secrets, config.baseUrl, (provider, reason) => metrics.sourceRefused(provider, reason)),
+      metrics,
     });
+  });
+  metrics.watch({
+    store,
+    writer,
+    admission,
+    authFailures,
+    keyCache,
+    counters,
+    signIn,
+    readLimits: app.readLimits,
+    retention,
+    dispatcher,
   });
 
   // Loading the routes and compiling their schemas is one long turn of the loop that is not
@@ -195,6 +220,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     await writer.drain();
     await dispatcher.stop();
     await lastUsed.stop();
+    await metricsServer?.close();
   });
   return app;
 }

@@ -88,6 +88,13 @@ const ConfigSchema = Type.Object({
    * middle of an attempt frees the delivery for another node (or itself, restarted) then.
    */
   INTAKE_DELIVERY_LEASE_SECONDS: Type.Integer({ minimum: 1, maximum: 3600, default: 30 }),
+  /**
+   * A bearer token GET /metrics then asks for (`Authorization: Bearer …`); unset, /metrics
+   * is open to whoever reaches it. At least 16 characters of RFC 6750's token alphabet.
+   */
+  INTAKE_METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, maxLength: 512, pattern: '^[A-Za-z0-9._~+/-]+=*$' })),
+  /** /metrics on a port of its own (on HOST), and no longer on PORT; 0 takes any free port. */
+  INTAKE_METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
 });
 
 type RawConfig = Static<typeof ConfigSchema>;
@@ -131,6 +138,10 @@ export interface Config {
   destinationDisableAfterMs: number;
   deliveryConcurrency: number;
   deliveryLeaseMarginMs: number;
+  /** Undefined: /metrics asks for no token. */
+  metricsToken: string | undefined;
+  /** Undefined: /metrics is served on `port` with everything else. */
+  metricsPort: number | undefined;
 }
 
 /** Thrown with every problem found, one line each, so a bad start says all at once. */
@@ -184,6 +195,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     destinationDisableAfterMs: raw.INTAKE_DESTINATION_DISABLE_AFTER_HOURS * 3_600_000,
     deliveryConcurrency: raw.INTAKE_DELIVERY_CONCURRENCY,
     deliveryLeaseMarginMs: raw.INTAKE_DELIVERY_LEASE_SECONDS * 1000,
+    metricsToken: raw.INTAKE_METRICS_TOKEN,
+    metricsPort: raw.INTAKE_METRICS_PORT,
   };
 }
 
@@ -211,6 +224,9 @@ function crossProblems(raw: RawConfig): string[] {
       // The value is a secret: the problem is said without it.
       problems.push(`INTAKE_SECRETS_KEY: ${(error as Error).message}`);
     }
+  }
+  if (raw.INTAKE_METRICS_PORT !== undefined && raw.INTAKE_METRICS_PORT !== 0 && raw.INTAKE_METRICS_PORT === raw.PORT) {
+    problems.push(`INTAKE_METRICS_PORT=${raw.INTAKE_METRICS_PORT}: must differ from PORT (unset it to serve /metrics on PORT)`);
   }
   if (raw.INTAKE_DESTINATION_ALLOW !== undefined) {
     try {
@@ -243,4 +259,4 @@ function describeProblems(candidate: unknown, given: Record<string, unknown>): s
 }
 
 /** Variables that may carry a password or a key: a problem with one is told without its value. */
-const SECRET_VARIABLES = new Set(['INTAKE_DATABASE_URL', 'INTAKE_SECRETS_KEY', 'INTAKE_SMTP_URL']);
+const SECRET_VARIABLES = new Set(['INTAKE_DATABASE_URL', 'INTAKE_SECRETS_KEY', 'INTAKE_SMTP_URL', 'INTAKE_METRICS_TOKEN']);

@@ -62,6 +62,11 @@ export const ERRORS = {
     title: 'Service unavailable',
     message: 'The service cannot store this request right now; retry later.',
   },
+  invalid_metrics_token: {
+    status: 401,
+    title: 'Invalid metrics token',
+    message: 'GET /metrics needs the header Authorization: Bearer <INTAKE_METRICS_TOKEN>.',
+  },
   not_signed_in: {
     status: 401,
     title: 'Not signed in',

@@ -6,9 +6,9 @@ import { openSecretBox } from './secrets.js';
 import { openStore } from './store/open-store.js';
 
 /**
- * config → store (migrated) → app → listen. SIGTERM and SIGINT close the server: no new
- * connections, the write queue drains, connections still busy after the grace period are
- * closed, then the process exits.
+ * config → store (migrated) → app → listen (and /metrics on its own port when one is set).
+ * SIGTERM and SIGINT close the server: no new connections, the write queue drains,
+ * connections still busy after the grace period are closed, then the process exits.
  */
 export async function serve(): Promise<void> {
   const config = loadConfig();
@@ -44,6 +44,10 @@ export async function serve(): Promise<void> {
   process.on('SIGINT', () => void shutdown('SIGINT'));
 
   await app.listen({ port: config.port, host: config.host });
+  if (app.metricsServer) {
+    await app.metricsServer.listen({ port: config.metricsPort, host: config.host });
+    logger.info({ address: app.metricsServer.addresses() }, '/metrics served on its own port');
+  }
   const setupLink = await setupLinkIfFirstRun(store, config.baseUrl);
   // One plain line, meant for the person at the terminal (logs stay JSON).
   if (setupLink) process.stdout.write(`First run: create the first account at ${setupLink}\n`);

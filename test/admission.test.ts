@@ -2,7 +2,8 @@ import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { AdmissionGate } from '../src/intake/admission.js';
-import { buildTestApp, sendWebhook, waitFor, type TestApp, type TestTenant } from './helpers.js';
+import { buildTestApp, sendWebhook, stallCommits, waitFor, type TestApp, type TestTenant } from './helpers.js';
+import { scrape } from './support/metrics.js';
 import { answerAfter, exchange, openConnection, type RawResponse } from './support/raw-http.js';
 
 /** Holds the event loop in one turn, as a burst of requests does under overload. */
@@ -145,10 +146,7 @@ describe('the admission gate in the app', () => {
   }
 
   async function shedTotal(): Promise<number> {
-    const metrics = await t.app.inject({ method: 'GET', url: '/metrics' });
-    const line = /^intake_requests_shed_total (\d+)$/m.exec(metrics.body);
-    expect(line, metrics.body).not.toBeNull();
-    return Number(line![1]);
+    return (await scrape(t.app)).value('intake_requests_shed_total', { bound: 'event_loop_lag' });
   }
 
   test('a webhook arriving in a turn past the bound gets 503 with Retry-After, is not stored or logged, and is counted', async () => {
@@ -235,8 +233,7 @@ describe('the admission gate over TCP', () => {
       await letLoopTurn();
       const accepted = await Promise.all(senders.map((sender) => exchange(sender, webhook)));
       expect(accepted.map(statusAndRetry)).toEqual(senders.map(() => '202 retry-after=-'));
-      const metrics = await t.app.inject({ method: 'GET', url: '/metrics' });
-      expect(metrics.body).toMatch(/^intake_requests_shed_total 5$/m);
+      expect((await scrape(t.app)).value('intake_requests_shed_total', { bound: 'event_loop_lag' })).toBe(5);
     } finally {
       for (const socket of sockets) socket.destroy();
       await t.close();
@@ -254,13 +251,7 @@ describe('the write-queue bound in the app', () => {
       const send = () => sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey });
       expect((await send()).statusCode).toBe(202);
       // The database stalls: every commit waits until released.
-      let release: () => void = () => {};
-      const stalled = new Promise<void>((resolve) => (release = resolve));
-      const commit = t.store.commitBatch.bind(t.store);
-      vi.spyOn(t.store, 'commitBatch').mockImplementation(async (webhooks, logs) => {
-        await stalled;
-        return commit(webhooks, logs);
-      });
+      const release = stallCommits(t.store);
 
       // Two groups go to the store (the most in flight), the third waits in the queue.
       const queued = [send()];
@@ -283,8 +274,7 @@ describe('the write-queue bound in the app', () => {
         headers: { 'x-api-key': tenant.apiKey },
       });
       expect(listed.json<{ data: unknown[] }>().data).toHaveLength(5);
-      const metrics = await t.app.inject({ method: 'GET', url: '/metrics' });
-      expect(metrics.body).toMatch(/^intake_requests_shed_total 1$/m);
+      expect((await scrape(t.app)).value('intake_requests_shed_total', { bound: 'queue_wait' })).toBe(1);
     } finally {
       vi.restoreAllMocks();
       await t.close();

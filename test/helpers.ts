@@ -1,4 +1,5 @@
 import { pino } from 'pino';
+import { vi } from 'vitest';
 import { buildApp, type AppDeps, type AppInstance } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
 import { Management } from '../src/services/management.js';
@@ -112,4 +113,19 @@ export async function waitFor<T>(probe: () => Promise<T | undefined>, what: stri
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/**
+ * Makes every group commit of `store` wait until the returned function is called, as a
+ * stalled database does; the commits then go on as usual. Undone by vi.restoreAllMocks().
+ */
+export function stallCommits(store: Store): () => void {
+  let release: () => void = () => {};
+  const stalled = new Promise<void>((resolve) => (release = resolve));
+  const commit = store.commitBatch.bind(store);
+  vi.spyOn(store, 'commitBatch').mockImplementation(async (webhooks, logs) => {
+    await stalled;
+    return commit(webhooks, logs);
+  });
+  return release;
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { buildTestApp, sendWebhook, waitFor, type TestApp, type TestTenant } from './helpers.js';
+import { scrape } from './support/metrics.js';
 
 type Response = Awaited<ReturnType<typeof sendWebhook>>;
 
@@ -396,10 +397,7 @@ describe('health', () => {
   });
 
   test('/metrics counts requests to addresses that name no integration', async () => {
-    const counted = async () => {
-      const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
-      return Number(/^intake_unknown_integration_requests_total (\d+)$/m.exec(text)![1]);
-    };
+    const counted = async () => (await scrape(t.app)).value('intake_unknown_integration_requests_total');
     const before = await counted();
     await sendWebhook(t.app, 'no-such-integration', { apiKey: 'whk_dev_x' });
     await sendWebhook(t.app, 'no-such-integration-either', {});

@@ -7,6 +7,7 @@ import { issueApiKey } from '../src/domain/api-key.js';
 import { Management } from '../src/services/management.js';
 import type { RequestLogEntry } from '../src/store/store.js';
 import { buildTestApp, freshStore, sendWebhook, testSecretBox, waitFor, type TestApp, type TestTenant } from './helpers.js';
+import { scrapeUrl } from './support/metrics.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -340,8 +341,8 @@ describe('a flood refused by the per-address limit on failed authentications (is
       const [throttled] = (await rowsOf(target)).filter((row) => row.status === 429);
       expect(throttled).toMatchObject({ ip: '127.0.0.1', keyId: null, method: 'POST' });
 
-      const metrics = await (await fetch(`${base}/metrics`)).text();
-      expect(Number(/^intake_auth_rate_limited_unlogged_total (\d+)$/m.exec(metrics)?.[1])).toBe(FLOOD - 1 + 50 - 1);
+      const metrics = await scrapeUrl(`${base}/metrics`);
+      expect(metrics.value('intake_auth_rate_limited_unlogged_total')).toBe(FLOOD - 1 + 50 - 1);
     } finally {
       await flood.close();
     }

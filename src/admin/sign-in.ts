@@ -16,6 +16,13 @@ import type { SignInGuard } from './sign-in-guard.js';
 export class SignIn {
   /** Verified against when the email is unknown, so both failures take the same time. */
   private readonly decoy = hashPassword(randomBytes(16).toString('hex'));
+  /** Refused sign-ins since start, by the code they were refused with (exposed in /metrics). */
+  readonly failures: Record<SignInFailure, number> = {
+    invalid_credentials: 0,
+    invalid_two_factor_code: 0,
+    rate_limited: 0,
+    service_unavailable: 0,
+  };
 
   constructor(
     private readonly store: Store,
@@ -25,7 +32,22 @@ export class SignIn {
     private readonly now: () => number = Date.now,
   ) {}
 
+  /** A new session, or the AppError that refuses it (counted in `failures`). */
   async signIn(
+    credentials: { email: string; password: string; twoFactorCode?: string },
+    ip: string,
+    userAgent: string | null,
+  ): Promise<SignedIn> {
+    try {
+      return await this.check(credentials, ip, userAgent);
+    } catch (error) {
+      // A right password still waiting for its code (two_factor_required) is a step, not a failure.
+      if (error instanceof AppError && Object.hasOwn(this.failures, error.code)) this.failures[error.code as SignInFailure]++;
+      throw error;
+    }
+  }
+
+  private async check(
     credentials: { email: string; password: string; twoFactorCode?: string },
     ip: string,
     userAgent: string | null,
@@ -51,6 +73,12 @@ export class SignIn {
     return this.sessions.start(user, ip, userAgent);
   }
 }
+
+/**
+ * Why a sign-in is refused: a wrong email or password, a wrong second factor, too many
+ * failures (of the account or the address), or the password hashing busy.
+ */
+export type SignInFailure = 'invalid_credentials' | 'invalid_two_factor_code' | 'rate_limited' | 'service_unavailable';
 
 /**
  * Whether `code` is the account's current TOTP code (never one already used) or one of its

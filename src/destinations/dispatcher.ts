@@ -26,6 +26,11 @@ export interface DispatcherOptions {
   now?: () => number;
   /** The schedule's jitter. */
   random?: () => number;
+  /**
+   * Called as a delivery's first attempt starts (not a retry, not a replay), with the time
+   * since its webhook was received, in ms (for /metrics).
+   */
+  onFirstAttempt?: (sinceReceivedMs: number) => void;
 }
 
 /**
@@ -79,8 +84,11 @@ export class DeliveryDispatcher {
   private recentBytes = 0;
   private readonly sends = new Set<Promise<void>>();
   private readonly now: () => number;
-  /** Attempts made since start, by outcome, and rounds that claimed nothing because intake was busy (exposed in /metrics). */
-  readonly counts = { succeeded: 0, failed: 0, retried: 0, shed: 0 };
+  /**
+   * Attempts made since start, by outcome, rounds that claimed nothing because intake was
+   * busy, and destinations this node disabled (exposed in /metrics).
+   */
+  readonly counts = { succeeded: 0, failed: 0, retried: 0, shed: 0, disabled: 0 };
 
   constructor(
     private readonly store: Store,
@@ -187,6 +195,7 @@ export class DeliveryDispatcher {
         this.options.disableAfterMs,
       );
       for (const destination of disabled) this.log.warn(destination, 'destination disabled');
+      this.counts.disabled += disabled.length;
       // A full claim may have left more due: look again at once.
       if (claimed.length > 0 && claimed.length === room) this.again = true;
       await this.send(claimed);
@@ -256,6 +265,7 @@ export class DeliveryDispatcher {
 
   private async attempt(delivery: ClaimedDelivery, webhook: WebhookBody | null): Promise<void> {
     const attemptedAt = this.now();
+    if (delivery.series === 0 && delivery.attempt === 1) this.options.onFirstAttempt?.(attemptedAt - delivery.webhookReceivedAt);
     let outcome: AttemptOutcome = { ok: false, status: null, error: 'other', durationMs: 0, responseExcerpt: null, retryAfterMs: null };
     try {
       if (webhook) {

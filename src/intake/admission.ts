@@ -18,8 +18,8 @@ const TURN_INTERVAL_MS = 10;
 export class AdmissionGate {
   private timer: NodeJS.Timeout | undefined;
   private lastTurnAt = 0;
-  /** Requests refused since start (exposed for operators). */
-  shed = 0;
+  /** Requests refused since start, by the bound that refused them (exposed in /metrics). */
+  readonly shedBy: Record<OverloadBound, number> = { event_loop_lag: 0, queue_wait: 0 };
 
   constructor(
     /** How long past its interval the loop may go without turning; 0 or less: no bound. */
@@ -54,15 +54,29 @@ export class AdmissionGate {
    * (deliveries) stops there, before intake itself sheds.
    */
   overloaded(now = performance.now(), share = 1): boolean {
-    const lagging = this.timer !== undefined && now - this.lastTurnAt - TURN_INTERVAL_MS > this.maxLagMs * share;
-    const queue = this.writeQueue;
-    return lagging || (queue !== undefined && queue.maxWaitMs > 0 && queue.waitMs(now) > queue.maxWaitMs * share);
+    return this.boundReached(now, share) !== undefined;
   }
 
-  /** Whether to take a request now; a refusal is counted in `shed`. */
+  /** Whether to take a request now; a refusal is counted in `shedBy`. */
   admit(): boolean {
-    if (!this.overloaded()) return true;
-    this.shed++;
+    const bound = this.boundReached(performance.now(), 1);
+    if (bound === undefined) return true;
+    this.shedBy[bound]++;
     return false;
   }
+
+  /** Requests refused since start, whatever the bound. */
+  get shed(): number {
+    return this.shedBy.event_loop_lag + this.shedBy.queue_wait;
+  }
+
+  private boundReached(now: number, share: number): OverloadBound | undefined {
+    if (this.timer !== undefined && now - this.lastTurnAt - TURN_INTERVAL_MS > this.maxLagMs * share) return 'event_loop_lag';
+    const queue = this.writeQueue;
+    if (queue !== undefined && queue.maxWaitMs > 0 && queue.waitMs(now) > queue.maxWaitMs * share) return 'queue_wait';
+    return undefined;
+  }
 }
+
+/** The admission gate's two bounds (the third, a full write queue, is the writer's: GroupCommitWriter.refusedFull). */
+export type OverloadBound = 'event_loop_lag' | 'queue_wait';

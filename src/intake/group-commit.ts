@@ -19,6 +19,16 @@ export interface GroupCommitOptions {
   retryAfterSeconds?: number;
   /** Called with the webhooks of a group once it commits (their deliveries may be due now). */
   onAccepted?: (webhooks: PendingWebhook[]) => void;
+  /** Called after each transaction of webhooks and log rows, committed or failed (for /metrics). */
+  onWritten?: (group: WrittenGroup) => void;
+}
+
+/** One transaction of the writer, as /metrics sees it. */
+export interface WrittenGroup {
+  /** Webhooks in it (0: request-log rows alone). */
+  webhooks: number;
+  seconds: number;
+  committed: boolean;
 }
 
 interface Waiting {
@@ -66,6 +76,8 @@ export class GroupCommitWriter {
   private readonly retryAfterSeconds: number;
   /** Request-log rows dropped because the database fell behind or failed (exposed for operators). */
   droppedLogs = 0;
+  /** Webhooks refused with 503 because the queue was full (exposed in /metrics). */
+  refusedFull = 0;
   /** The last transaction failed: readiness reports it until one succeeds (a retry, or new traffic). */
   failing = false;
 
@@ -83,6 +95,7 @@ export class GroupCommitWriter {
   submit(webhook: PendingWebhook): Promise<CommitOutcome> {
     const size = webhook.rawBody.length;
     if (this.queue.length >= this.options.maxQueued || this.queuedBytes + size > this.options.maxQueuedBytes) {
+      this.refusedFull++;
       throw new AppError('service_unavailable', 'The write queue is full; retry later.', {
         retryAfterSeconds: this.retryAfterSeconds,
       });
@@ -106,6 +119,11 @@ export class GroupCommitWriter {
 
   get queued(): number {
     return this.queue.length;
+  }
+
+  /** Raw body bytes of the webhooks waiting. */
+  get bytesQueued(): number {
+    return this.queuedBytes;
   }
 
   /** How long the oldest webhook not yet sent to the store has waited, in ms (0 when none). */
@@ -206,16 +224,21 @@ export class GroupCommitWriter {
   }
 
   private async writeGroup(group: Waiting[], logs: RequestLogEntry[]): Promise<void> {
+    const startedAt = performance.now();
+    const written = (committed: boolean) =>
+      this.options.onWritten?.({ webhooks: group.length, seconds: (performance.now() - startedAt) / 1000, committed });
     try {
       const outcomes = await this.store.commitBatch(
         group.map((w) => w.webhook),
         logs,
       );
+      written(true);
       this.failing = false;
       group.forEach((waiting, i) => waiting.resolve(outcomes[i]!));
       const accepted = group.filter((_, i) => outcomes[i]!.kind === 'accepted').map((waiting) => waiting.webhook);
       if (accepted.length > 0) this.options.onAccepted?.(accepted);
     } catch (error) {
+      written(false);
       this.failing = true;
       this.log.error({ err: error, webhooks: group.length, logs: logs.length }, 'group commit failed');
       const refusal = new AppError('service_unavailable', 'The webhook could not be stored; retry later.', {

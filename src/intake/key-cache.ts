@@ -26,6 +26,10 @@ export class KeyCache {
   private lastVerifiedAt = 0;
   private timer: NodeJS.Timeout | undefined;
   private unsubscribe: () => void = () => {};
+  /** Lookups answered from memory (hits) or from the store (misses), since start (exposed in /metrics). */
+  readonly lookups = { keyHits: 0, keyMisses: 0, integrationHits: 0, integrationMisses: 0 };
+  /** Times everything was forgotten, by why (exposed in /metrics). */
+  readonly invalidations: Record<InvalidationReason, number> = { change: 0, local: 0, unverified: 0, full: 0 };
 
   constructor(
     private readonly store: Store,
@@ -34,7 +38,7 @@ export class KeyCache {
 
   /** Starts polling; the first poll runs before this resolves. */
   async start(): Promise<void> {
-    this.unsubscribe = this.store.subscribeAuthChanges(() => this.invalidate());
+    this.unsubscribe = this.store.subscribeAuthChanges(() => this.invalidate('change'));
     await this.poll();
     this.timer = setInterval(() => void this.poll(), POLL_INTERVAL_MS);
     this.timer.unref();
@@ -49,7 +53,11 @@ export class KeyCache {
   async findKey(keyHash: string): Promise<KeyGrant | undefined> {
     this.dropIfUnverified();
     const cached = this.keys.get(keyHash);
-    if (cached !== undefined) return cached ?? undefined;
+    if (cached !== undefined) {
+      this.lookups.keyHits++;
+      return cached ?? undefined;
+    }
+    this.lookups.keyMisses++;
     const found = await this.lookup(`k:${keyHash}`, () => this.store.findKeyByHash(keyHash), (grant) => {
       this.keys.set(keyHash, grant ?? null);
     });
@@ -60,14 +68,19 @@ export class KeyCache {
   async findIntegration(integrationKey: string): Promise<IntegrationRoute | undefined> {
     this.dropIfUnverified();
     const cached = this.integrations.get(integrationKey);
-    if (cached !== undefined) return cached;
+    if (cached !== undefined) {
+      this.lookups.integrationHits++;
+      return cached;
+    }
+    this.lookups.integrationMisses++;
     return this.lookup(`i:${integrationKey}`, () => this.store.findIntegrationByKey(integrationKey), (route) => {
       if (route) this.integrations.set(integrationKey, route);
     });
   }
 
-  /** Forget everything now (after a change this process made itself). */
-  invalidate(): void {
+  /** Forget everything now (by default: after a change this process made itself). */
+  invalidate(reason: InvalidationReason = 'local'): void {
+    this.invalidations[reason]++;
     this.generation++;
     this.keys.clear();
     this.integrations.clear();
@@ -84,7 +97,7 @@ export class KeyCache {
     this.inFlight.set(slot, promise);
     const value = await promise;
     if (generation === this.generation) {
-      if (this.keys.size + this.integrations.size >= MAX_ENTRIES) this.invalidate();
+      if (this.keys.size + this.integrations.size >= MAX_ENTRIES) this.invalidate('full');
       remember(value);
     }
     return value;
@@ -92,7 +105,7 @@ export class KeyCache {
 
   private dropIfUnverified(): void {
     if (this.now() - this.lastVerifiedAt > MAX_STALENESS_MS && this.keys.size + this.integrations.size > 0) {
-      this.invalidate();
+      this.invalidate('unverified');
     }
   }
 
@@ -102,7 +115,7 @@ export class KeyCache {
       const latest = await this.store.latestAuthChange();
       if (latest !== this.latestChange) {
         this.latestChange = latest;
-        this.invalidate();
+        this.invalidate('change');
       }
       this.lastVerifiedAt = startedAt;
     } catch {
@@ -110,3 +123,9 @@ export class KeyCache {
     }
   }
 }
+
+/**
+ * Why the cache forgot everything: a change the database told of (notification or poll),
+ * one this node made, polls that failed for too long, or the cache full.
+ */
+export type InvalidationReason = 'change' | 'local' | 'unverified' | 'full';

@@ -39,6 +39,7 @@ import type { RateLimiter } from './rate-limit.js';
 import { readBody } from './read-body.js';
 import { parseOptionalTime } from '../domain/time.js';
 import { PAGE_BUDGET_TEXT } from '../api/read-limits.js';
+import type { Metrics } from '../ops/metrics.js';
 
 export interface IntakeDeps {
   store: Store;
@@ -52,6 +53,7 @@ export interface IntakeDeps {
   authFailures: AuthFailureLimiter;
   /** Checks providers' signatures: the second way into an address with a provider source. */
   sources: SourceVerifier;
+  metrics: Pick<Metrics, 'webhookAnswered'>;
 }
 
 /** Both shapes of the address, forever (contract, "Sending a webhook"). */
@@ -438,8 +440,17 @@ function requestLogEntry(request: FastifyRequest, status: number): RequestLogEnt
   };
 }
 
+/** What an answer at a webhook address was, for /metrics: its error code, or what its success means. */
+function outcomeOf(request: FastifyRequest, reply: FastifyReply): string {
+  if (request.errorCode !== undefined) return request.errorCode;
+  if (reply.statusCode === 202) return 'accepted';
+  return reply.getHeader('idempotent-replayed') === 'true' ? 'replayed' : 'ok';
+}
+
+/** Counts the answer (shed requests too: they have no intake context) and writes its request-log row. */
 function logRequest(deps: IntakeDeps, request: FastifyRequest, reply: FastifyReply): void {
   const ctx = request.intake;
+  deps.metrics.webhookAnswered(request.routeOptions.url, request.method, reply.statusCode, outcomeOf(request, reply), ctx?.sizeBytes);
   if (!ctx) return;
   if (!ctx.integration) {
     deps.counters.unknownIntegrationRequests++;

@@ -12,6 +12,10 @@ const FIRST_RUN_DELAY_MS = 10_000;
 export class RetentionJob {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  /** Rows deleted and partitions dropped by this node's purges since start (exposed in /metrics). */
+  readonly purged = { webhooks: 0, requestLog: 0, idempotencyKeys: 0, deliveries: 0, partitionsDropped: 0 };
+  /** This node's purges since start, by how they ended. */
+  readonly runs = { completed: 0, failed: 0 };
 
   constructor(
     private readonly store: Store,
@@ -36,9 +40,16 @@ export class RetentionJob {
     const startedAt = Date.now();
     try {
       const report = await this.store.purgeExpired(startedAt);
+      this.runs.completed++;
+      this.purged.webhooks += report.webhooks;
+      this.purged.requestLog += report.requestLog;
+      this.purged.idempotencyKeys += report.idempotencyKeys;
+      this.purged.deliveries += report.deliveries;
+      this.purged.partitionsDropped += report.partitionsDropped.length;
       const removed = report.webhooks + report.requestLog + report.partitionsDropped.length;
       if (removed > 0) this.log.info({ ...report, durationMs: Date.now() - startedAt }, 'retention purge');
     } catch (error) {
+      this.runs.failed++;
       this.log.warn({ err: error }, 'retention purge failed; it runs again at the next interval');
     }
   }

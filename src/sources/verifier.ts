@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { SecretBox } from '../domain/secret-box.js';
 import { AppError } from '../errors.js';
 import type { RouteSource } from '../store/store.js';
-import type { ParsedBody, Refusal, SignedRequest, SourceSecret } from './provider.js';
+import type { ParsedBody, ProviderType, Refusal, SignedRequest, SourceSecret } from './provider.js';
 import { providerFor } from './providers/index.js';
 
 /** A request refused for its signature: the contract's 401, and the reason in words for the request log. */
@@ -36,6 +36,8 @@ export class SourceVerifier {
   constructor(
     private readonly secrets: SecretBox,
     private readonly baseUrl: string,
+    /** Told of every request the source refused, and why in one word (for /metrics). */
+    private readonly onRefusal: (provider: ProviderType, reason: SourceRefusalReason) => void = () => {},
   ) {}
 
   /** The request without its body, as providers see it. */
@@ -52,10 +54,11 @@ export class SourceVerifier {
   /** Throws SignatureRefused for what can be refused before the body is read. */
   checkHeaders(source: RouteSource, request: Omit<SignedRequest, 'rawBody'>): void {
     if (liveSecrets(source, request.now).length === 0) {
+      this.onRefusal(source.type, 'no_live_secret');
       throw new SignatureRefused({ code: 'invalid_signature', reason: 'this source has no live signing secret: add one in the panel' }, source);
     }
     const refusal = providerFor(source.type).checkHeaders(request, source.config);
-    if (refusal) throw new SignatureRefused(refusal, source);
+    if (refusal) throw this.refused(refusal, source);
   }
 
   /** The id of the secret that signed the request; throws SignatureRefused when none did. */
@@ -70,13 +73,19 @@ export class SourceVerifier {
       }
     }
     if (opened.length === 0) {
+      this.onRefusal(source.type, 'secrets_unavailable');
       throw new AppError('service_unavailable', "This source's signing secrets cannot be opened on this node right now; retry later.", {
         retryAfterSeconds: 60,
       });
     }
     const verdict = await providerFor(source.type).verify(request, opened, source.config, body);
-    if (!verdict.ok) throw new SignatureRefused(verdict.refusal, source);
+    if (!verdict.ok) throw this.refused(verdict.refusal, source);
     return verdict.secretId;
+  }
+
+  private refused(refusal: Refusal, source: RouteSource): SignatureRefused {
+    this.onRefusal(source.type, refusal.code);
+    return new SignatureRefused(refusal, source);
   }
 
   private open(sealed: string): string {
@@ -91,6 +100,13 @@ export class SourceVerifier {
 }
 
 const MAX_OPENED_SECRETS = 10_000;
+
+/**
+ * Why a source refused a request, in one word: the refusal's code (a bad or an expired
+ * signature), no live secret to check with (the source needs one), or secrets this node
+ * cannot open (INTAKE_SECRETS_KEY lacks their key; answered 503).
+ */
+export type SourceRefusalReason = Refusal['code'] | 'no_live_secret' | 'secrets_unavailable';
 
 /** The cache keeps a route a while: a secret whose overlap ended since is left out here. */
 function liveSecrets(source: RouteSource, now: number) {

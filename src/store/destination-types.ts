@@ -156,6 +156,14 @@ export interface ClaimedDelivery {
   webhookReceivedAt: number;
 }
 
+/** Deliveries of every company waiting for a worker, as /metrics shows them. */
+export interface DeliveryBacklog {
+  /** Due and unclaimed (or their claim expired), counted up to the cap asked for. */
+  due: number;
+  /** When the longest-waiting of them came due; null when none is due. */
+  oldestDueAt: number | null;
+}
+
 /** A webhook as a delivery sends it. */
 export interface WebhookBody {
   rawBody: Buffer;

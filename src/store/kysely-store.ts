@@ -10,7 +10,7 @@ import * as logs from './queries/logs.js';
 import * as webhooks from './queries/webhooks.js';
 import * as deliveries from './queries/deliveries.js';
 import * as deliveryWork from './queries/delivery-work.js';
-import { destinationStats } from './queries/delivery-stats.js';
+import { deliveryBacklog, destinationStats } from './queries/delivery-stats.js';
 import * as destinations from './queries/destinations.js';
 import { readFeed } from './queries/feed.js';
 import { insertDeliveries } from './queries/outbox.js';
@@ -22,6 +22,7 @@ import type {
   ClaimOptions,
   Delivery,
   DeliveryAttempt,
+  DeliveryBacklog,
   DeliveryQuery,
   Destination,
   DestinationChanges,
@@ -66,6 +67,7 @@ import {
   type SessionRecord,
   type CommitOutcome,
   type Company,
+  type ConnectionPoolState,
   type Integration,
   type IntegrationRoute,
   type KeyGrant,
@@ -119,6 +121,10 @@ export class KyselyStore implements Store {
 
   async close(): Promise<void> {
     await this.db.destroy();
+  }
+
+  connectionPool(): ConnectionPoolState | undefined {
+    return undefined;
   }
 
   /** Where Kysely keeps its migration table; undefined for a database without schemas. */
@@ -824,6 +830,8 @@ export class KyselyStore implements Store {
 
   async deleteIntegration(companyId: string, integrationId: string, at: number, audit: AuditEvent): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
+      // The record keeps what was deleted, so the audit log can still name it.
+      const before = await integrations.findLiveIntegration(trx, companyId, integrationId);
       const result = await trx
         .updateTable('integrations')
         .set({ deleted_at: at, enabled: 0, updated_at: at })
@@ -833,7 +841,7 @@ export class KyselyStore implements Store {
         .executeTakeFirst();
       if (result.numUpdatedRows === 0n) return false;
       await recordAuthChange(trx, at);
-      await insertAudit(trx, companyId, audit);
+      await insertAudit(trx, companyId, { ...audit, before });
       return true;
     });
   }
@@ -979,6 +987,9 @@ export class KyselyStore implements Store {
     audit: AuditEvent,
   ): Promise<SendOutcome> {
     return deliveries.sendToDestination(this.db, companyId, destinationId, selection, at, limit, audit);
+  }
+  deliveryBacklog(now: number, cap: number): Promise<DeliveryBacklog> {
+    return deliveryBacklog(this.db, now, cap);
   }
   destinationStats(
     companyId: string,

@@ -10,6 +10,7 @@ import type {
   ClaimOptions,
   Delivery,
   DeliveryAttempt,
+  DeliveryBacklog,
   DeliveryQuery,
   Destination,
   DestinationChanges,
@@ -41,6 +42,8 @@ export interface Store {
   /** Resolves when the database answers a query. */
   ping(): Promise<void>;
   close(): Promise<void>;
+  /** The connection pool's state now (for /metrics); undefined where there is none (SQLite). */
+  connectionPool(): ConnectionPoolState | undefined;
 
   // Authentication: these find the tenant from a key, so they cannot take one.
   findKeyByHash(keyHash: string): Promise<KeyGrant | undefined>;
@@ -343,6 +346,13 @@ export interface Store {
     limit: number,
     audit: AuditEvent,
   ): Promise<SendOutcome>;
+  /**
+   * Across companies (an operator's figure, never shown to one): deliveries due at `now`
+   * and not being attempted, counted up to `cap` so the count costs the same whatever the
+   * backlog, and when the oldest came due. Paused and disabled destinations' (held) are not
+   * waiting for a worker and are left out.
+   */
+  deliveryBacklog(now: number, cap: number): Promise<DeliveryBacklog>;
   /** Attempts of the range (the newest STATS_MAX_ATTEMPTS), in `bucketMs` buckets, and the backlog now. */
   destinationStats(
     companyId: string,
@@ -682,6 +692,16 @@ export interface RequestLogEntry {
   webhookUuid: string | null;
   /** What was wrong, in words, where the code alone does not say (why a signature was refused); absent: nothing more. */
   errorDetail?: string | null;
+}
+
+export interface ConnectionPoolState {
+  /** Connections open, idle or in use. */
+  total: number;
+  idle: number;
+  /** Queries waiting for a connection. */
+  waiting: number;
+  /** The most connections the pool opens (INTAKE_DATABASE_POOL_SIZE). */
+  max: number;
 }
 
 export interface PurgeReport {

@@ -14,6 +14,7 @@ import {
   type TrackedRequest,
   type TrackingReceiver,
 } from '../support/delivery-crash.js';
+import { scrapeUrl } from '../support/metrics.js';
 import { cleanupAll, mapConcurrent, sleep, startServer, type ServerProcess } from '../support/processes.js';
 
 /**
@@ -89,14 +90,11 @@ function eventsOf(prefix: string, count: number): string[] {
   return Array.from({ length: count }, (_, i) => `${prefix}.${i}`);
 }
 
-/** A counter or gauge of one node's /metrics. */
-async function metric(node: ServerProcess, name: string): Promise<number> {
-  const text = await (await fetch(node.url('/metrics'), { signal: AbortSignal.timeout(5_000) })).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
-  if (line === undefined) throw new Error(`no ${name} in /metrics`);
-  return Number(line.slice(name.length + 1));
+/** A counter or gauge of one node's /metrics, with these labels. */
+async function metric(node: ServerProcess, name: string, labels: Record<string, string> = {}): Promise<number> {
+  return (await scrapeUrl(node.url('/metrics'))).value(name, labels);
 }
-const SUCCEEDED = 'intake_delivery_attempts_total{outcome="succeeded"}';
+const SUCCEEDED = ['intake_delivery_attempts_total', { outcome: 'succeeded' }] as const;
 
 /** Waits until the destination has `count` deliveries, all succeeded, and its receiver has nothing open. */
 async function settled(destinationId: string, count: number, target: TrackingReceiver, timeoutMs: number): Promise<void> {
@@ -211,7 +209,7 @@ describe.sequential('two nodes delivering from one PostgreSQL database', () => {
   test('without a crash, each of 300 webhooks sent to both nodes is delivered exactly once, and both nodes deliver', async () => {
     const target = await receiver(holdBetween(5, 30));
     const destination = await createStoreDestination(db, tenant.companyId, { url: target.url, eventPatterns: ['a.*'], maxInFlight: 100 });
-    const before = await Promise.all(nodes.map((node) => metric(node, SUCCEEDED)));
+    const before = await Promise.all(nodes.map((node) => metric(node, ...SUCCEEDED)));
     const started = performance.now();
 
     const uuids = await sendAll(eventsOf('a', 300));
@@ -220,7 +218,7 @@ describe.sequential('two nodes delivering from one PostgreSQL database', () => {
 
     const perWebhook = countBy(target.requests, webhookId);
     const twice = [...perWebhook].filter(([, n]) => n > 1);
-    const after = await Promise.all(nodes.map((node) => metric(node, SUCCEEDED)));
+    const after = await Promise.all(nodes.map((node) => metric(node, ...SUCCEEDED)));
     const byNode = after.map((n, i) => n - before[i]!);
     console.log(
       `two nodes, no crash: ${uuids.length} webhooks, ${target.requests.length} requests, ${perWebhook.size} distinct, ` +
@@ -310,7 +308,7 @@ describe.sequential('two nodes delivering from one PostgreSQL database', () => {
       maxInFlight: 100,
     });
     const [survivor, victim] = nodes;
-    const survivorBefore = await metric(survivor, SUCCEEDED);
+    const survivorBefore = await metric(survivor, ...SUCCEEDED);
     const uuids = await sendAll(eventsOf('b', 12));
 
     await until(
@@ -337,7 +335,7 @@ describe.sequential('two nodes delivering from one PostgreSQL database', () => {
     const again = (first: TrackedRequest) =>
       slow.requests.find((request) => deliveryId(request) === deliveryId(first) && request !== first && request.arrivedAt > first.arrivedAt);
     const gaps = aborted.map((first) => (again(first)?.arrivedAt ?? NaN) - first.arrivedAt);
-    const survivorMade = (await metric(survivor, SUCCEEDED)) - survivorBefore;
+    const survivorMade = (await metric(survivor, ...SUCCEEDED)) - survivorBefore;
     const { rows, attempts } = await recorded(destination.id);
     const claimedNeverSent = rows.filter((row) => Number(row.attempts) > 1 && !resent.includes(row.id)).length;
     console.log(

@@ -5,7 +5,7 @@ import { KyselyStore } from '../kysely-store.js';
 import { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import { queryLog, type QueryObserver } from '../query-log.js';
-import type { PurgeReport } from '../store.js';
+import type { ConnectionPoolState, PurgeReport } from '../store.js';
 import { AuthChangeListener } from './auth-listener.js';
 import { IntakePostgresDialect } from './introspector.js';
 import { postgresFeed } from './feed.js';
@@ -83,15 +83,21 @@ export function openPostgresStore(url: string, options: PostgresOptions): Postgr
   // replaced on next use; without this handler it would crash the process.
   pool.on('error', warn('a pooled PostgreSQL connection failed'));
   const db = new Kysely<Database>({ dialect: new IntakePostgresDialect({ pool }), log: queryLog(options.onQuery) });
-  return new PostgresStore(db, new AuthChangeListener(connection, AUTH_CHANGES_CHANNEL, options.log));
+  return new PostgresStore(db, new AuthChangeListener(connection, AUTH_CHANGES_CHANNEL, options.log), pool, options.poolSize);
 }
 
 export class PostgresStore extends KyselyStore {
   constructor(
     db: Kysely<Database>,
     private readonly listener: AuthChangeListener,
+    private readonly pool: pg.Pool,
+    private readonly poolSize: number,
   ) {
     super('postgres', db, POSTGRES_TYPES);
+  }
+
+  override connectionPool(): ConnectionPoolState {
+    return { total: this.pool.totalCount, idle: this.pool.idleCount, waiting: this.pool.waitingCount, max: this.poolSize };
   }
 
   /** Migrates, then makes sure today's partitions exist before the first webhook. */

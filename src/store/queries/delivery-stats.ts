@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../schema.js';
-import { STATS_MAX_ATTEMPTS, type DestinationStats } from '../store.js';
+import { STATS_MAX_ATTEMPTS, type DeliveryBacklog, type DestinationStats } from '../store.js';
 
 /**
  * A destination's health as the panel charts it: attempts of a range (the newest
@@ -89,4 +89,33 @@ export async function destinationStats(
 function percentile(sorted: readonly number[], p: number): number | null {
   if (sorted.length === 0) return null;
   return sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
+}
+
+/**
+ * Every company's due deliveries not being attempted, up to `cap`, and the oldest one's due
+ * time: both read the partial index `deliveries_due` (pending rows only, by due time), the
+ * count no further than `cap` entries, the minimum one entry. A claimed delivery's due time
+ * is its lease's end, in the future, so it is not counted until its lease expires.
+ */
+export async function deliveryBacklog(db: Kysely<Database>, now: number, cap: number): Promise<DeliveryBacklog> {
+  const due = await db
+    .selectFrom((eb) =>
+      eb
+        .selectFrom('deliveries')
+        .select('next_attempt_at')
+        .where('state', '=', 'pending')
+        .where('next_attempt_at', '<=', now)
+        .limit(cap)
+        .as('due'),
+    )
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .executeTakeFirst();
+  const oldest = await db
+    .selectFrom('deliveries')
+    .select((eb) => eb.fn.min('next_attempt_at').as('at'))
+    .where('state', '=', 'pending')
+    .where('next_attempt_at', '<=', now)
+    .executeTakeFirst();
+  const at = oldest?.at;
+  return { due: Number(due?.count ?? 0), oldestDueAt: at === null || at === undefined ? null : Number(at) };
 }

@@ -46,6 +46,7 @@ export const THREAD_METHODS = {
     'listDeliveries',
     'listDeliveryAttempts',
     'destinationStats',
+    'deliveryBacklog',
     'readFeed',
     'ping',
   ],
