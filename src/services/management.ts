@@ -262,7 +262,11 @@ export class Management {
     return { id: integrationId, enabled };
   }
 
-  /** Changes what `changes` names; the integration as it is now. */
+  /**
+   * Changes what `changes` names; the integration as it is now. A change of `enabled` alone
+   * is recorded as `integration.enable` or `integration.disable`, as the CLI's are, so the
+   * audit log reads the same whichever way it was made.
+   */
   async updateIntegration(companyId: string, integrationId: string, changes: IntegrationChanges): Promise<Integration> {
     const valid: IntegrationChanges = { ...changes };
     if (changes.name !== undefined) valid.name = validName(changes.name);
@@ -276,7 +280,7 @@ export class Management {
       integrationId,
       valid,
       this.now(),
-      this.audit('integration.update', 'integration', integrationId),
+      this.audit(integrationUpdateAction(valid), 'integration', integrationId),
     );
     if (!updated) throw notFound('integration', integrationId);
     return updated.after;
@@ -483,6 +487,13 @@ function validKeyName(name: string): string {
     throw new AppError('invalid_request', `The name must be at most ${MAX_NAME_LENGTH} characters.`, { field: 'name' });
   }
   return trimmed;
+}
+
+/** The audit action of an integration change: enabling or disabling when that is all it does. */
+function integrationUpdateAction(changes: IntegrationChanges): string {
+  const fields = Object.entries(changes).filter(([, value]) => value !== undefined);
+  if (fields.length === 1 && fields[0]![0] === 'enabled') return changes.enabled ? 'integration.enable' : 'integration.disable';
+  return 'integration.update';
 }
 
 function notFound(kind: string, id: string): AppError {

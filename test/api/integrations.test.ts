@@ -104,7 +104,28 @@ describe('happy paths', () => {
       ['integration.create', 'key'],
     ]);
     expect(records[1]).toMatchObject({ before: { name: 'Audited' }, after: { name: 'Renamed' } });
+    // The deletion keeps what was deleted, so the log can still name it.
+    expect(records[0]).toMatchObject({ before: { id: created.integration.id, name: 'Renamed' } });
     expect(JSON.stringify(records)).not.toContain(created.api_key);
+  });
+
+  test('a PATCH of `enabled` alone is audited as enable or disable; with other fields, as an update', async () => {
+    const created = await create('Toggled');
+    const path = `/integrations/${created.integration.id}`;
+    expect((await api('PATCH', path, owner.change, { enabled: false })).statusCode).toBe(200);
+    expect((await api('PATCH', path, keyHeaders, { enabled: true })).statusCode).toBe(200);
+    expect((await api('PATCH', path, owner.change, { enabled: false, description: 'Paused for the migration' })).statusCode).toBe(200);
+    const records = await t.store.listAuditLog(companyId, { limit: 50, targetId: created.integration.id });
+    expect(records.map((r) => [r.action, r.actor.type])).toEqual([
+      ['integration.update', 'user'],
+      ['integration.enable', 'key'],
+      ['integration.disable', 'user'],
+      ['integration.create', 'key'],
+    ]);
+    expect(records[2]).toMatchObject({ before: { enabled: true, name: 'Toggled' }, after: { enabled: false, name: 'Toggled' } });
+    expect(records[1]).toMatchObject({ before: { enabled: false }, after: { enabled: true } });
+    const filtered = await api('GET', '/audit-log?action=integration.disable', owner.read);
+    expect(filtered.json<{ data: Array<{ target: { id: string } }> }>().data.map((r) => r.target.id)).toContain(created.integration.id);
   });
 });
 

@@ -187,6 +187,83 @@ describe('members, management keys, audit log and settings in the panel', { time
     await context.close();
   });
 
+  test('the audit log names an integration as it was then, reads enabling and disabling as such, and filters by a person or a thing picked by name', async () => {
+    const { context, page, problems, refusals } = await ownerTab();
+    const { csrf_token: csrf } = (await (await page.request.get('/api/v1/auth/session')).json()) as { csrf_token: string };
+    const made = await page.request.post('/api/v1/integrations', { headers: { 'x-csrf-token': csrf }, data: { name: 'Orders' } });
+    expect(made.status()).toBe(201);
+    const integrationId = ((await made.json()) as { integration: { id: string } }).integration.id;
+
+    // Disabled and enabled from its page, then renamed.
+    await page.goto(`/admin/integrations/${integrationId}`);
+    await page.getByRole('button', { name: 'Disable', exact: true }).click();
+    await page.getByRole('dialog', { name: 'Disable integration' }).getByRole('button', { name: 'Disable', exact: true }).click();
+    await page.getByRole('button', { name: 'Enable', exact: true }).click();
+    await page.locator('.page-header .badge', { hasText: 'enabled' }).waitFor();
+    await page.getByRole('button', { name: 'Edit', exact: true }).click();
+    const edit = page.getByRole('dialog', { name: 'Edit integration' });
+    await edit.getByLabel('Name').fill('Orders EU');
+    await edit.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Orders EU' }).waitFor();
+    // A script disables it while changing its description: one update, which still says it disabled it.
+    const both = await page.request.patch(`/api/v1/integrations/${integrationId}`, {
+      headers: { 'x-csrf-token': csrf },
+      data: { enabled: false, description: 'Paused for the move' },
+    });
+    expect(both.status()).toBe(200);
+
+    await page.getByRole('link', { name: 'Audit log' }).click();
+    const rows = page.locator('tr.audit-row').filter({ hasText: integrationId });
+    await expect
+      .poll(() => rows.locator('.audit-action').allTextContents())
+      .toEqual(['integration.update', 'integration.update', 'integration.enable', 'integration.disable', 'integration.create']);
+    const [mixed, renamed, enabled, disabled, created] = await rows.all();
+    const target = (row: typeof created) => row!.locator('.audit-target');
+    // Before the rename: the name then, and the name now.
+    for (const row of [created, disabled, enabled]) {
+      expect(await target(row).locator('.audit-target-name').textContent()).toBe('Orders ');
+      expect(await target(row).locator('.audit-now-named').textContent()).toBe('now named Orders EU ');
+    }
+    expect(await target(renamed).textContent()).toContain('Orders EU (renamed from Orders)');
+    expect(await target(renamed).locator('.audit-now-named').count()).toBe(0);
+    expect(await renamed!.locator('.audit-summary').textContent()).toBe('changed name');
+    expect(await mixed!.locator('.audit-summary').textContent()).toBe('disabled; changed description');
+    expect(await disabled!.locator('.audit-summary').count()).toBe(0);
+
+    // Who: picked by email, sent as the user's id, shown again by email.
+    const all = await page.locator('tr.audit-row').count();
+    await page.getByLabel('Actor').fill(owner.email);
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(/actor_id=usr_/);
+    await expect.poll(async () => (await page.locator('tr.audit-row').count()) < all).toBe(true);
+    for (const actor of await page.locator('tr.audit-row .audit-actor').allTextContents()) expect(actor).toContain(owner.email);
+    expect(await page.getByLabel('Actor').inputValue()).toBe(owner.email);
+    await page.getByRole('button', { name: 'Clear', exact: true }).click();
+
+    // What: an integration by its name (any case), a management key by part of its name.
+    await page.getByLabel('Target').fill('orders eu');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(new RegExp(`target_id=${integrationId}`));
+    await expect.poll(() => page.locator('tr.audit-row').count()).toBe(5);
+    expect(await page.getByLabel('Target').inputValue()).toBe('Orders EU');
+    await page.getByLabel('Target').fill('CI dep');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(/target_id=key_/);
+    await expect
+      .poll(() => page.locator('tr.audit-row .audit-action').allTextContents())
+      .toEqual(['management_key.revoke', 'management_key.create']);
+
+    // A name that is nothing's: said, and the filters stay as they were.
+    const before = page.url();
+    await page.getByLabel('Target').fill('no such thing');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.getByRole('alert').filter({ hasText: 'No integration, destination, member or key matches “no such thing”.' }).waitFor();
+    expect(page.url()).toBe(before);
+
+    expectClean(problems, refusals);
+    await context.close();
+  });
+
   test('an owner changes the name and the retention, saved across a reload; "Sign out everywhere" ends the session', async () => {
     const { context, page, problems, refusals } = await ownerTab();
     await page.getByRole('link', { name: 'Settings' }).click();
@@ -219,12 +296,28 @@ describe('members, management keys, audit log and settings in the panel', { time
     const company = await page.request.get('/api/v1/company');
     expect(((await company.json()) as { retention_days: number }).retention_days).toBe(30);
 
+    // Another browser of the same person, signed in before.
+    const other = await ownerTab();
+    await other.page.getByRole('heading', { level: 1, name: 'Integrations' }).waitFor();
+
     // Your account: sign out everywhere ends this session too.
     const account = page.getByRole('region', { name: 'Your account' });
     expect(await account.getByText(owner.email).isVisible()).toBe(true);
     await account.getByRole('button', { name: 'Sign out everywhere' }).click();
     await page.waitForURL('**/admin/login**');
+    await page.getByRole('status').filter({ hasText: 'You are signed out, here and on every other device.' }).waitFor();
     expect((await page.request.get('/api/v1/auth/session')).status()).toBe(401);
+
+    // The other browser learns it at its next request, and is told why it is asked to sign in.
+    await other.page.getByRole('link', { name: 'Members' }).click();
+    await other.page.waitForURL('**/admin/login**');
+    await other.page.getByRole('status').filter({ hasText: 'Your session has ended. Sign in again to go on.' }).waitFor();
+    expectClean(other.problems, other.refusals, [
+      SIGNED_OUT_CHECK,
+      { path: '/api/v1/members', status: 401 },
+      { path: '/api/v1/invitations', status: 401 },
+    ]);
+    await other.context.close();
 
     expectClean(problems, refusals);
     await context.close();

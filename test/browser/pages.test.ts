@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { expectClean, launchChromium, openTab, seedUser, signInThroughPanel, startPanelServer } from '../support/browser.js';
+import { expectClean, launchChromium, openTab, SIGNED_OUT_CHECK, seedUser, signInThroughPanel, startPanelServer } from '../support/browser.js';
 import { cleanupAll, ROOT, runCliJson, type ServerProcess } from '../support/processes.js';
 
 /**
@@ -28,7 +28,7 @@ const PAGES: Array<{ name: string; path: string; heading: RegExp }> = [
 
 let browser: Browser;
 let server: ServerProcess;
-let owner: { email: string; password: string };
+let owner: { companyId: string; email: string; password: string };
 let integrationId: string;
 
 beforeAll(async () => {
@@ -101,15 +101,97 @@ describe('the panel pages', { timeout: 120_000 }, () => {
     await context.close();
   });
 
+  test('at 1280 px, both copy buttons of the integration page sit on the line of their address', async () => {
+    const { page, problems, refusals, context } = await openTab(browser, server);
+    await signInThroughPanel(page, owner.email, owner.password);
+    await page.goto(`/admin/integrations/${integrationId}`);
+    await settled(page, /shop/i);
+    const fields = page.getByRole('region', { name: 'Webhook address' }).locator('.copy-field');
+    expect(await fields.count()).toBe(2);
+    for (const field of await fields.all()) {
+      const address = (await field.locator('code').boundingBox())!;
+      const button = (await field.getByRole('button', { name: /^Copy / }).boundingBox())!;
+      const middle = button.y + button.height / 2;
+      // Beside the address, level with it: not on a line of its own below.
+      expect(middle).toBeGreaterThan(address.y);
+      expect(middle).toBeLessThan(address.y + address.height);
+      expect(button.x).toBeGreaterThanOrEqual(address.x + address.width);
+    }
+    expectClean(problems, refusals);
+    await context.close();
+  });
+
+  test('an integration id in the URL that names none (malformed, or deleted since) says so, with the way back', async () => {
+    const { page, problems, refusals, context } = await openTab(browser, server);
+    const asked: string[] = [];
+    page.on('request', (request) => asked.push(new URL(request.url()).pathname + new URL(request.url()).search));
+    await signInThroughPanel(page, owner.email, owner.password);
+    const { csrf_token: csrf } = (await (await page.request.get('/api/v1/auth/session')).json()) as { csrf_token: string };
+    const gone = (
+      await runCliJson<{ id: string }>(['integration', 'create', '--company', owner.companyId, '--name', 'Gone', '--json'], server.cliEnv)
+    ).json.id;
+    expect((await page.request.delete(`/api/v1/integrations/${gone}`, { headers: { 'x-csrf-token': csrf } })).status()).toBe(204);
+
+    const cases = [
+      { path: '/admin/integrations/nope', back: undefined },
+      { path: `/admin/integrations/${gone}`, back: undefined },
+      { path: '/admin/webhooks?integration_id=nope', back: { name: 'Show the webhooks of every integration', to: '/admin/webhooks' } },
+      { path: `/admin/webhooks?integration_id=${gone}`, back: { name: 'Show the webhooks of every integration', to: '/admin/webhooks' } },
+      { path: '/admin/requests?integration_id=nope', back: { name: 'Show the requests of every integration', to: '/admin/requests' } },
+      { path: `/admin/usage?integration_id=${gone}`, back: { name: 'Show the usage of every integration', to: '/admin/usage' } },
+    ];
+    for (const { path, back } of cases) {
+      await page.goto(path);
+      await page.getByRole('heading', { level: 1, name: 'This integration does not exist' }).waitFor();
+      const main = page.locator('#main');
+      // Neither the validator's words nor a log "of nope".
+      expect(await main.textContent(), path).not.toMatch(/must match|pattern|Accepted webhooks of|nope/);
+      expect(await main.getByText('It may have been deleted').count(), path).toBe(1);
+      expect(await main.getByRole('link', { name: 'Go to integrations' }).getAttribute('href')).toBe('/admin/integrations');
+      if (back) expect(await main.getByRole('link', { name: back.name }).getAttribute('href'), path).toBe(back.to);
+    }
+
+    // The way back leads to the whole log.
+    await page.getByRole('link', { name: 'Show the usage of every integration' }).click();
+    await settled(page, /usage/i);
+    expect(new URL(page.url()).search).toBe('');
+    // A malformed id never reaches the API; a deleted one is asked for once per page, and is a 404.
+    expect(asked.filter((path) => path.startsWith('/api/') && path.includes('nope'))).toEqual([]);
+    expectClean(problems, refusals, [SIGNED_OUT_CHECK, { path: `/api/v1/integrations/${gone}`, status: 404 }]);
+    await context.close();
+  });
+
+  test('a path of the panel that names no page says so, and leads back', async () => {
+    const { page, problems, refusals, context } = await openTab(browser, server);
+    await signInThroughPanel(page, owner.email, owner.password);
+    await page.goto('/admin/integratoins');
+    await page.getByRole('heading', { level: 1, name: 'Page not found' }).waitFor();
+    expect(await page.locator('#main').textContent()).toContain('There is no page at /admin/integratoins.');
+    // The menu stays, and the way back leads to the panel's first page.
+    await page.getByRole('navigation', { name: 'Main' }).waitFor();
+    await page.locator('#main').getByRole('link', { name: 'Go to integrations' }).click();
+    await settled(page, /integrations/i);
+    expect(new URL(page.url()).pathname).toBe('/admin/integrations');
+    expectClean(problems, refusals);
+    await context.close();
+  });
+
   test('on a phone, no page scrolls sideways', async () => {
     const { page, problems, refusals, context } = await openTab(browser, server, { width: 390, height: 844 });
     await signInThroughPanel(page, owner.email, owner.password);
-    for (const { path, heading } of PAGES) {
+    const extra = [
+      { path: `/admin/integrations/${integrationId}`, heading: /shop/i },
+      { path: '/admin/webhooks?integration_id=nope', heading: /this integration does not exist/i },
+      { path: '/admin/no-such-page', heading: /page not found/i },
+    ];
+    for (const { path, heading } of [...PAGES, ...extra]) {
       await page.goto(path);
       await settled(page, heading);
       // A string, evaluated in the page: the tests are type-checked without the DOM's types.
       const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
       expect(overflow, path).toBeLessThanOrEqual(1);
+      // Titles start at the left, as the text under them does.
+      expect((await page.getByRole('heading', { level: 1 }).boundingBox())!.x, path).toBeLessThan(24);
     }
     expectClean(problems, refusals);
     await context.close();

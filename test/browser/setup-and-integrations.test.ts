@@ -143,6 +143,8 @@ describe('setup, sign-in, integrations and keys in the panel', { timeout: 120_00
     await page.getByRole('button', { name: 'Sign out', exact: true }).click();
     await page.waitForURL('**/admin/login**');
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    // Signing out says so.
+    await page.getByRole('status').filter({ hasText: 'You are signed out.' }).waitFor();
 
     await page.getByLabel('Email').fill(OWNER_EMAIL);
     await page.getByLabel('Password').fill('not the right password');
@@ -248,7 +250,11 @@ describe('setup, sign-in, integrations and keys in the panel', { timeout: 120_00
     expect(await send(webhookUrl, firstKey)).toBe(401);
     expect(await send(webhookUrl, rotated)).toBe(202);
     await closeKeyDialog(page);
-    await (await keyRow(page, firstKey)).getByText('expired').waitFor();
+    // The old key says what happened to it, and when: not "expired".
+    const stopped = await keyRow(page, firstKey);
+    await stopped.locator('.badge', { hasText: 'stopped at rotation' }).waitFor();
+    expect(await stopped.locator('td').nth(4).textContent()).toMatch(/^Stopped (just now|\d+ seconds? ago), when the keys were rotated$/);
+    expect(await stopped.getByText('expired').count()).toBe(0);
     await (await keyRow(page, rotated)).getByText('active').waitFor();
 
     // Add a key, then revoke it with the confirmation.

@@ -1,6 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectClean, launchChromium, openTab, type Refusal, seedUser, signInThroughPanel, startPanelServer } from '../support/browser.js';
+import { expectClean, launchChromium, openTab, type Refusal, SIGNED_OUT_CHECK, seedUser, signInThroughPanel, startPanelServer } from '../support/browser.js';
 import { cleanupAll, runCliJson, type ServerProcess } from '../support/processes.js';
 
 /**
@@ -161,6 +162,8 @@ describe('panel: webhooks, requests and usage', { timeout: 120_000 }, () => {
     await page.goto('/admin/webhooks');
     const rows = page.locator('tbody tr');
     await page.locator('tbody tr', { hasText: 'refund.created' }).waitFor();
+    // Unset, the event filter says so: no example that reads as a filter already set.
+    expect(await page.getByLabel('Event').getAttribute('placeholder')).toBe('Any event');
 
     await page.getByLabel('Event').fill('invoice.paid');
     await page.getByLabel('Event').press('Enter');
@@ -188,6 +191,47 @@ describe('panel: webhooks, requests and usage', { timeout: 120_000 }, () => {
     await page.getByRole('button', { name: 'Clear filters' }).first().click();
     await page.locator('tbody tr', { hasText: 'refund.created' }).waitFor();
     expectClean(problems, refusals);
+    await close();
+  });
+
+  it('finds a webhook by the full uuid its sender got, searches payloads for a uuid that is no webhook’s, and copies a row’s whole uuid', async () => {
+    const orderUuid = randomUUID();
+    const response = await send({ event: 'order.refunded', data: { order: orderUuid } });
+    expect(response.status).toBe(202);
+    const { uuid } = (await response.json()) as { uuid: string };
+    const { page, problems, refusals, close } = await signedInTab();
+    await page.goto('/admin/webhooks');
+    const row = page.locator(`tr[data-uuid="${uuid}"]`);
+    await row.waitFor();
+    // The column shows the end of the uuid; its button copies all of it, without opening the row.
+    expect(await row.locator('td.webhook-uuid').textContent()).toContain(`…${uuid.slice(-8)}`);
+    await row.getByRole('button', { name: /^Copy UUID:/ }).click();
+    await row.getByRole('button', { name: /^Copy UUID:/ }).filter({ hasText: 'Copied' }).waitFor();
+    expect(await page.evaluate('navigator.clipboard.readText()')).toBe(uuid);
+    expect(await page.getByRole('dialog').count()).toBe(0);
+
+    // The uuid of the 202, pasted as it came (or in capitals), opens that webhook.
+    const search = page.getByLabel('Search payloads or UUID');
+    await search.fill(` ${uuid.toUpperCase()} `);
+    await search.press('Enter');
+    const viewer = page.getByRole('dialog', { name: 'Webhook details' });
+    await viewer.getByText(uuid, { exact: true }).waitFor();
+    await viewer.locator('.viewer-event', { hasText: 'order.refunded' }).waitFor();
+    expect(new URL(page.url()).searchParams.get('webhook')).toBe(uuid);
+    expect(new URL(page.url()).searchParams.get('q')).toBeNull();
+    expect(await search.inputValue()).toBe('');
+    await viewer.getByRole('button', { name: 'Close' }).click();
+    await viewer.waitFor({ state: 'detached' });
+
+    // A uuid that is no webhook's may be in payloads: it is searched for, and the page says why.
+    await search.fill(orderUuid);
+    await search.press('Enter');
+    await page.getByRole('status').filter({ hasText: `No webhook has the uuid ${orderUuid}` }).waitFor();
+    await expect.poll(() => new URL(page.url()).searchParams.get('q')).toBe(orderUuid);
+    await expect.poll(() => page.locator('tbody tr').count()).toBe(1);
+    expect(await page.locator('tbody tr').first().getAttribute('data-uuid')).toBe(uuid);
+    expect(await page.getByRole('dialog').count()).toBe(0);
+    expectClean(problems, refusals, [SIGNED_OUT_CHECK, { path: `/api/v1/webhooks/${orderUuid}`, status: 404 }]);
     await close();
   });
 

@@ -8,8 +8,9 @@ import { DestinationsPage } from './pages/destinations';
 import { IntegrationPage } from './pages/integration';
 import { IntegrationsPage } from './pages/integrations';
 import { InvitePage } from './pages/invite';
-import { LoginPage } from './pages/login';
+import { LoginPage, type LoginNotice } from './pages/login';
 import { ManagementKeysPage } from './pages/management-keys';
+import { PageNotFound } from './pages/not-found';
 import { MembersPage } from './pages/members';
 import { ForgotPasswordPage, ResetPasswordPage } from './pages/password-reset';
 import { RequestsPage } from './pages/requests';
@@ -44,7 +45,8 @@ function SignedInRoutes() {
   if (state.status === 'failed') return <ErrorMessage error={state.error} retry={reload} />;
   if (state.status === 'signed-out') {
     const next = location.pathname + location.search;
-    return <Navigate to={`/login${next === '/' ? '' : `?next=${encodeURIComponent(next)}`}`} replace />;
+    const notice: LoginNotice | undefined = state.notice === undefined ? undefined : { notice: state.notice };
+    return <Navigate to={`/login${next === '/' ? '' : `?next=${encodeURIComponent(next)}`}`} state={notice} replace />;
   }
   return (
     <Routes>
@@ -62,7 +64,7 @@ function SignedInRoutes() {
         <Route path="audit-log" element={<AuditLogPage />} />
         <Route path="settings" element={<SettingsPage />} />
         <Route path="account" element={<AccountPage />} />
-        <Route path="*" element={<p>This page does not exist.</p>} />
+        <Route path="*" element={<PageNotFound />} />
       </Route>
     </Routes>
   );

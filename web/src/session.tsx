@@ -21,7 +21,8 @@ const COMPANY_STORAGE_KEY = 'intake.companyId';
 
 type SessionState =
   | { status: 'loading' }
-  | { status: 'signed-out' }
+  /** `notice`: why, when the session just ended, for the sign-in page to say. */
+  | { status: 'signed-out'; notice?: string }
   | { status: 'failed'; error: ApiError }
   | { status: 'signed-in'; session: Session };
 
@@ -80,7 +81,16 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   }, []);
 
   useEffect(() => {
-    connection.onSignedOut = () => setState({ status: 'signed-out' });
+    // A request refused for want of a session: it ended elsewhere (signed out everywhere,
+    // the password reset, the session expired). Said only when one was open here.
+    connection.onSignedOut = () =>
+      setState((previous) =>
+        previous.status === 'signed-in'
+          ? { status: 'signed-out', notice: 'Your session has ended. Sign in again to go on.' }
+          : previous.status === 'signed-out'
+            ? previous
+            : { status: 'signed-out' },
+      );
     connection.onTwoFactorSetupRequired = reload;
     reload();
   }, [reload]);
@@ -103,7 +113,10 @@ export function SessionProvider({ children }: { children: ReactNode }) {
       signOut: async (everywhere = false) => {
         await api.post(everywhere ? '/auth/logout-everywhere' : '/auth/logout');
         connection.csrfToken = undefined;
-        setState({ status: 'signed-out' });
+        setState({
+          status: 'signed-out',
+          notice: everywhere ? 'You are signed out, here and on every other device.' : 'You are signed out.',
+        });
       },
     };
   }, [state, companyId, choose]);

@@ -3,13 +3,15 @@ import { Field } from './dialog';
 import type { LiveStatus } from './live-tail';
 import { TimeRangeFilter, onActivate, param } from './list-controls';
 import { IntegrationSelect, type Integrations, type WebhookSummary } from './log-shared';
-import { Badge, Time } from './ui';
+import { Badge, CopyButton, ErrorMessage, Time } from './ui';
 import '../pages/logs.css';
 
 /** The parts of the webhook log: the live tail's state, the filters, and the table. */
 
 const PREVIEW_LENGTH = 140;
 const CLEARED = { event: undefined, q: undefined, range: undefined, since: undefined, until: undefined };
+/** A webhook's uuid as a sender gets it in the 202 (any case). */
+const WEBHOOK_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function LiveIndicator({ status, restart }: { status: LiveStatus; restart(): void }) {
   return (
@@ -41,6 +43,7 @@ export function WebhookFilters({
   events,
   narrowed,
   liveBlockedBySearch,
+  findWebhook,
 }: {
   params: URLSearchParams;
   update(changes: Record<string, string | undefined>): void;
@@ -48,21 +51,43 @@ export function WebhookFilters({
   events: string[];
   narrowed: boolean;
   liveBlockedBySearch: boolean;
+  /** Opens the webhook with this uuid, with the other filters' `changes`; false when the company has none. */
+  findWebhook(uuid: string, changes: Record<string, string | undefined>): Promise<boolean>;
 }) {
   const event = param(params, 'event') ?? '';
   const q = param(params, 'q') ?? '';
   const [eventDraft, setEventDraft] = useState(event);
   const [qDraft, setQDraft] = useState(q);
+  const [uuidNote, setUuidNote] = useState<{ uuid: string } | { error: Error }>();
   useEffect(() => setEventDraft(event), [event]);
   useEffect(() => setQDraft(q), [q]);
+  // The note on a uuid searched for as text lasts while that search does.
+  useEffect(() => setUuidNote((note) => (note && 'uuid' in note && note.uuid === q.trim() ? note : undefined)), [q]);
   const dirty = eventDraft.trim() !== event || qDraft !== q;
 
-  const apply = (submit: FormEvent) => {
+  const apply = async (submit: FormEvent) => {
     submit.preventDefault();
-    update({ event: eventDraft.trim() || undefined, q: qDraft || undefined });
+    setUuidNote(undefined);
+    const changes = { event: eventDraft.trim() || undefined, q: qDraft || undefined };
+    const uuid = qDraft.trim();
+    // The uuid a sender got in its 202 opens that webhook; one that is no webhook's may be
+    // in payloads (an order's uuid, say), so it is searched for as text.
+    if (WEBHOOK_UUID.test(uuid)) {
+      try {
+        if (await findWebhook(uuid.toLowerCase(), { ...changes, q: q || undefined })) {
+          setQDraft(q);
+          return;
+        }
+        setUuidNote({ uuid });
+      } catch (error) {
+        setUuidNote({ error: error as Error });
+        return;
+      }
+    }
+    update(changes);
   };
   return (
-    <form className="toolbar log-filters" onSubmit={apply} role="search" aria-label="Filter webhooks">
+    <form className="toolbar log-filters" onSubmit={(submit) => void apply(submit)} role="search" aria-label="Filter webhooks">
       <IntegrationSelect
         integrations={integrations}
         value={param(params, 'integration_id')}
@@ -73,7 +98,7 @@ export function WebhookFilters({
           type="text"
           value={eventDraft}
           list="webhook-events"
-          placeholder="order.created"
+          placeholder="Any event"
           maxLength={200}
           onChange={(e) => setEventDraft(e.target.value)}
         />
@@ -83,11 +108,11 @@ export function WebhookFilters({
           <option key={name} value={name} />
         ))}
       </datalist>
-      <Field label="Search payloads">
+      <Field label="Search payloads or UUID">
         <input
           type="search"
           value={qDraft}
-          placeholder="Text in the raw body"
+          placeholder="Text in the body, or a webhook’s uuid"
           maxLength={200}
           onChange={(e) => setQDraft(e.target.value)}
         />
@@ -102,6 +127,14 @@ export function WebhookFilters({
         </button>
       )}
       {liveBlockedBySearch && <p className="notice info log-note">Live tail is paused while a search or a fixed end time is set.</p>}
+      {uuidNote &&
+        ('uuid' in uuidNote ? (
+          <p className="notice info log-note" role="status">
+            No webhook has the uuid <code>{uuidNote.uuid}</code>: these are the webhooks whose body contains it.
+          </p>
+        ) : (
+          <ErrorMessage error={uuidNote.error} />
+        ))}
     </form>
   );
 }
@@ -164,8 +197,14 @@ export function WebhookTable({
                 <td>
                   <Time iso={row.received_at} />
                 </td>
-                <td className="mono small muted" title={row.uuid}>
-                  …{row.uuid.slice(-8)}
+                <td className="webhook-uuid">
+                  <span className="mono small muted" title={row.uuid}>
+                    …{row.uuid.slice(-8)}
+                  </span>{' '}
+                  {/* Copying is not opening the row. */}
+                  <span onClick={(e) => e.stopPropagation()} onKeyDown={(e) => e.stopPropagation()}>
+                    <CopyButton text={row.uuid} name="Copy UUID" />
+                  </span>
                 </td>
               </tr>
             );

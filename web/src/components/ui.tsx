@@ -102,8 +102,11 @@ export function relativeTime(iso: string, now = Date.now()): string {
   return Math.abs(seconds) < 10 ? 'just now' : format.format(seconds, 'second');
 }
 
-/** Copies `text`; says "Copied" for a moment. */
-export function CopyButton({ text, label = 'Copy' }: { text: string; label?: string }) {
+/**
+ * Copies `text`; says "Copied" for a moment. `label` is what it shows, `name` what it is
+ * called for a screen reader (with the start of the text), when the label alone is too short.
+ */
+export function CopyButton({ text, label = 'Copy', name = label }: { text: string; label?: string; name?: string }) {
   const [copied, setCopied] = useState(false);
   const timer = useRef<ReturnType<typeof setTimeout>>(undefined);
   useEffect(() => () => clearTimeout(timer.current), []);
@@ -111,7 +114,7 @@ export function CopyButton({ text, label = 'Copy' }: { text: string; label?: str
     <button
       type="button"
       className="button small"
-      aria-label={`${label}: ${text.length > 40 ? text.slice(0, 40) + '…' : text}`}
+      aria-label={`${name}: ${text.length > 40 ? text.slice(0, 40) + '…' : text}`}
       onClick={async () => {
         await navigator.clipboard.writeText(text);
         setCopied(true);
@@ -124,14 +127,28 @@ export function CopyButton({ text, label = 'Copy' }: { text: string; label?: str
   );
 }
 
-/** A value to copy: monospace, selectable, with its copy button. */
+/**
+ * A value to copy: its label above, the value (monospace, selectable, wrapping) and a short
+ * "Copy" button on one line, however long the value.
+ */
 export function CopyField({ label, value }: { label: string; value: string }) {
   return (
     <div className="copy-field">
       <span className="copy-label">{label}</span>
       <code>{value}</code>
-      <CopyButton text={value} label={`Copy ${label}`} />
+      <CopyButton text={value} name={`Copy ${label}`} />
     </div>
+  );
+}
+
+/** What the URL names is not there: what happened, and the ways back. */
+export function NotFound({ title, children, actions }: { title: string; children: ReactNode; actions: ReactNode }) {
+  return (
+    <section className="not-found" aria-labelledby="not-found-title">
+      <h1 id="not-found-title">{title}</h1>
+      <p className="muted">{children}</p>
+      <div className="actions">{actions}</div>
+    </section>
   );
 }
 

@@ -1,30 +1,12 @@
-import { Fragment, useEffect, useMemo, useState, type FormEvent } from 'react';
-import { api, type Page } from '../api/client';
-import { useApi, usePagedList } from '../api/use-api';
-import { Field } from '../components/dialog';
+import { Fragment, useMemo, useState } from 'react';
+import { usePagedList } from '../api/use-api';
 import { Badge, EmptyState, Loaded, PageHeader, Time, type Tone } from '../components/ui';
-import { useSession } from '../session';
 import { AuditChange } from './company-audit-change';
-import { ListFooter, fromLocalInput, onActivate, param, toLocalInput, useQueryState } from '../components/list-controls';
-import {
-  AUDIT_ACTIONS,
-  type AuditRecord,
-  type ManagementKey,
-  type Member,
-} from './company-shared';
+import { ListFooter, onActivate, param, useQueryState } from '../components/list-controls';
+import { AUDIT_FILTERS, AuditFilters, type AuditFilterValues } from './audit-filters';
+import { changeSummary, recordedNames, targetName, useDirectory, type Directory } from './audit-names';
+import type { AuditRecord } from './company-shared';
 import './company.css';
-
-const FILTERS = ['action', 'actor_id', 'target_id', 'since', 'until'] as const;
-type FilterName = (typeof FILTERS)[number];
-type Filters = Record<FilterName, string | undefined>;
-
-/** Names for the ids in the records: members' emails, management keys, integrations. */
-interface Names {
-  user(id: string): string | undefined;
-  key(id: string): string | undefined;
-  integration(id: string): string | undefined;
-  company(id: string): string | undefined;
-}
 
 /**
  * Every change made to the company (through the panel, the API or the command line):
@@ -34,15 +16,17 @@ interface Names {
 export function AuditLogPage() {
   const [params, update] = useQueryState();
   const filters = useMemo(
-    () => Object.fromEntries(FILTERS.map((name) => [name, param(params, name)])) as Filters,
+    () => Object.fromEntries(AUDIT_FILTERS.map((name) => [name, param(params, name)])) as AuditFilterValues,
     [params],
   );
   const filterKey = JSON.stringify(filters);
   const list = usePagedList<AuditRecord>('/audit-log', filters, [filterKey]);
-  const names = useNames();
+  const directory = useDirectory();
   const [expanded, setExpanded] = useState<ReadonlySet<string>>(new Set());
-  const filtered = FILTERS.some((name) => filters[name] !== undefined);
-  const clear = () => update(Object.fromEntries(FILTERS.map((name) => [name, undefined])));
+  const filtered = AUDIT_FILTERS.some((name) => filters[name] !== undefined);
+  const clear = () => update(Object.fromEntries(AUDIT_FILTERS.map((name) => [name, undefined])));
+  // Names the loaded records hold, for records of the same target that hold none.
+  const recorded = useMemo(() => recordedNames(list.data ?? []), [list.data]);
 
   const toggle = (id: string) =>
     setExpanded((previous) => {
@@ -63,7 +47,7 @@ export function AuditLogPage() {
           </button>
         }
       />
-      <AuditFilters filters={filters} apply={(changes) => update(changes)} clear={filtered ? clear : undefined} />
+      <AuditFilters filters={filters} directory={directory} apply={(changes) => update(changes)} clear={filtered ? clear : undefined} />
       <Loaded
         state={list}
         empty={(items) =>
@@ -122,13 +106,13 @@ export function AuditLogPage() {
                             <Time iso={record.at} />
                           </td>
                           <td>
-                            <Actor record={record} names={names} />
+                            <Actor record={record} directory={directory} />
                           </td>
                           <td>
-                            <ActionBadge action={record.action} />
+                            <ActionBadge record={record} />
                           </td>
                           <td className="wrap">
-                            <Target record={record} names={names} />
+                            <Target record={record} directory={directory} recorded={recorded} />
                           </td>
                         </tr>
                         {open && (
@@ -152,101 +136,6 @@ export function AuditLogPage() {
   );
 }
 
-function useNames(): Names {
-  const { can, session } = useSession();
-  const members = useApi(async () => (await api.get<Page<Member>>('/members', { limit: 200 })).data, []);
-  const owner = can('members:manage');
-  const keys = useApi(
-    async () => (owner ? (await api.get<Page<ManagementKey>>('/management-keys', { limit: 200 })).data : []),
-    [owner],
-  );
-  const integrations = useApi(async () => (await api.get<Page<{ id: string; name: string }>>('/integrations', { limit: 200 })).data, []);
-  return useMemo(() => {
-    const emails = new Map((members.data ?? []).map((m) => [m.user_id, m.email]));
-    const keyNames = new Map((keys.data ?? []).map((k) => [k.id, k.name ? `${k.name} (${k.prefix}…)` : `${k.prefix}…`]));
-    const companies = new Map(session.companies.map((c) => [c.id, c.name]));
-    const integrationNames = new Map((integrations.data ?? []).map((i) => [i.id, i.name]));
-    return {
-      user: (id) => emails.get(id),
-      key: (id) => keyNames.get(id),
-      integration: (id) => integrationNames.get(id),
-      company: (id) => companies.get(id),
-    };
-  }, [members.data, keys.data, integrations.data, session.companies]);
-}
-
-function AuditFilters({
-  filters,
-  apply,
-  clear,
-}: {
-  filters: Filters;
-  apply(changes: Partial<Filters>): void;
-  clear: (() => void) | undefined;
-}) {
-  const [draft, setDraft] = useState(() => draftOf(filters));
-  // The URL changed (a filter from a record, Clear, back/forward): show it.
-  useEffect(() => setDraft(draftOf(filters)), [JSON.stringify(filters)]);
-  const set = (name: keyof typeof draft) => (event: { target: { value: string } }) =>
-    setDraft((previous) => ({ ...previous, [name]: event.target.value }));
-
-  const submit = (event: FormEvent) => {
-    event.preventDefault();
-    apply({
-      action: draft.action.trim() || undefined,
-      actor_id: draft.actor_id.trim() || undefined,
-      target_id: draft.target_id.trim() || undefined,
-      since: fromLocalInput(draft.since),
-      until: fromLocalInput(draft.until),
-    });
-  };
-
-  return (
-    <form className="toolbar audit-filters" onSubmit={submit} aria-label="Filters">
-      <Field label="Action">
-        <input type="text" list="audit-actions" placeholder="Any action" value={draft.action} onChange={set('action')} />
-      </Field>
-      <datalist id="audit-actions">
-        {AUDIT_ACTIONS.map((action) => (
-          <option key={action} value={action} />
-        ))}
-      </datalist>
-      <Field label="Actor id">
-        <input type="text" placeholder="usr_… or key_…" value={draft.actor_id} onChange={set('actor_id')} />
-      </Field>
-      <Field label="Target id">
-        <input type="text" placeholder="int_…, key_…, usr_…, cmp_…" value={draft.target_id} onChange={set('target_id')} />
-      </Field>
-      <Field label="From">
-        <input type="datetime-local" value={draft.since} onChange={set('since')} />
-      </Field>
-      <Field label="To">
-        <input type="datetime-local" value={draft.until} onChange={set('until')} />
-      </Field>
-      <div className="audit-filter-actions">
-        <button type="submit" className="button primary">
-          Apply filters
-        </button>
-        {clear && (
-          <button type="button" className="button" onClick={clear}>
-            Clear
-          </button>
-        )}
-      </div>
-    </form>
-  );
-}
-
-function draftOf(filters: Filters) {
-  return {
-    action: filters.action ?? '',
-    actor_id: filters.actor_id ?? '',
-    target_id: filters.target_id ?? '',
-    since: toLocalInput(filters.since),
-    until: toLocalInput(filters.until),
-  };
-}
-
 function actionTone(action: string): Tone {
   const verb = action.slice(action.lastIndexOf('.') + 1);
   if (['create', 'add', 'enable', 'resume'].includes(verb)) return 'good';
@@ -255,11 +144,16 @@ function actionTone(action: string): Tone {
   return 'info';
 }
 
-function ActionBadge({ action }: { action: string }) {
+/** The action as recorded (what the filter takes), and what an update changed, in words. */
+function ActionBadge({ record }: { record: AuditRecord }) {
+  const summary = changeSummary(record);
   return (
-    <span className="audit-action">
-      <Badge tone={actionTone(action)}>{action}</Badge>
-    </span>
+    <>
+      <span className="audit-action">
+        <Badge tone={actionTone(record.action)}>{record.action}</Badge>
+      </span>
+      {summary && <div className="muted small audit-summary">{summary}</div>}
+    </>
   );
 }
 
@@ -270,7 +164,7 @@ const ACTOR_TYPES: Record<AuditRecord['actor']['type'], string> = {
   system: 'intake',
 };
 
-function Actor({ record, names }: { record: AuditRecord; names: Names }) {
+function Actor({ record, directory }: { record: AuditRecord; directory: Directory }) {
   const { type, id, ip } = record.actor;
   const label =
     type === 'system'
@@ -278,9 +172,9 @@ function Actor({ record, names }: { record: AuditRecord; names: Names }) {
       : id === null
         ? undefined
         : type === 'user'
-          ? names.user(id)
+          ? directory.user(id)
           : type === 'key'
-            ? names.key(id)
+            ? directory.key(id)
             : `operator ${id}`;
   return (
     <div className="audit-actor">
@@ -295,41 +189,20 @@ function Actor({ record, names }: { record: AuditRecord; names: Names }) {
   );
 }
 
-/** A word for the target: the member's email, the integration's or destination's name, the key's prefix. */
-function targetLabel(record: AuditRecord, names: Names): string | undefined {
-  const { type, id } = record.target;
-  const state = (isObject(record.after) ? record.after : isObject(record.before) ? record.before : {}) as Record<string, unknown>;
-  const text = (value: unknown) => (typeof value === 'string' && value !== '' ? value : undefined);
-  switch (type) {
-    case 'user':
-      return names.user(id) ?? text(state.email);
-    case 'integration':
-      return names.integration(id) ?? text(state.name);
-    case 'key': {
-      const name = text(state.name);
-      const prefix = text(state.prefix);
-      return names.key(id) ?? (prefix ? (name ? `${name} (${prefix}…)` : `${prefix}…`) : name);
-    }
-    case 'company':
-      return names.company(id) ?? text(state.name);
-    case 'destination':
-      return text(state.name);
-    default:
-      return undefined;
-  }
-}
-
-function Target({ record, names }: { record: AuditRecord; names: Names }) {
-  const label = targetLabel(record, names);
+/** The target by the name it had then (and has now, when another), the id beside it. */
+function Target({ record, directory, recorded }: { record: AuditRecord; directory: Directory; recorded: ReadonlyMap<string, string> }) {
+  const { name, renamedFrom, now } = targetName(record, directory, recorded);
   return (
     <div className="audit-target">
-      <span className="muted small">{record.target.type}</span> {label && <span>{label} </span>}
+      <span className="muted small">{record.target.type}</span> {name && <span className="audit-target-name">{name} </span>}
+      {renamedFrom && <span className="muted small">(renamed from {renamedFrom}) </span>}
+      {now && <span className="muted small audit-now-named">now named {now} </span>}
       <span className="mono small muted">{record.target.id || '—'}</span>
     </div>
   );
 }
 
-function AuditDetail({ record, apply }: { record: AuditRecord; apply(changes: Partial<Filters>): void }) {
+function AuditDetail({ record, apply }: { record: AuditRecord; apply(changes: Partial<AuditFilterValues>): void }) {
   const actorId = record.actor.id;
   return (
     <div className="audit-detail">
@@ -356,8 +229,4 @@ function AuditDetail({ record, apply }: { record: AuditRecord; apply(changes: Pa
       <AuditChange before={record.before} after={record.after} />
     </div>
   );
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

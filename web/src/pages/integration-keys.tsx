@@ -35,6 +35,19 @@ const KEY_LIFETIMES: { days: number | null; label: string }[] = [
   { days: 365, label: 'In 1 year' },
 ];
 
+/**
+ * Whether the key stopped because the keys were rotated with no grace period: a rotation
+ * ends the old keys at the very millisecond it makes the new one. (The list is newest
+ * first, so the newer key is always loaded with it.)
+ */
+function stoppedAtRotation(key: IntegrationKey, keys: readonly IntegrationKey[]): boolean {
+  return (
+    key.status === 'expired' &&
+    key.expires_at !== null &&
+    keys.some((other) => other.id !== key.id && other.created_at === key.expires_at && other.created_at > key.created_at)
+  );
+}
+
 interface ShownKey {
   apiKey: string;
   title: string;
@@ -118,48 +131,59 @@ export function IntegrationKeys({ integration, manage }: { integration: Integrat
                   </tr>
                 </thead>
                 <tbody>
-                  {items.map((key) => (
-                    <tr key={key.id} data-key-id={key.id}>
-                      <td>
-                        <code className="key-prefix">{key.prefix}…</code>
-                        {key.name && <div className="muted small">{key.name}</div>}
-                      </td>
-                      <td>
-                        <Badge tone={STATUS_TONES[key.status]}>{key.status}</Badge>
-                      </td>
-                      <td>
-                        <Time iso={key.created_at} />
-                      </td>
-                      <td>
-                        <Time iso={key.last_used_at} fallback="Never" />
-                        {key.last_used_ip && <div className="muted small mono">{key.last_used_ip}</div>}
-                      </td>
-                      <td>
-                        {key.revoked_at ? (
-                          <span className="muted">
-                            Revoked <Time iso={key.revoked_at} />
-                          </span>
-                        ) : (
-                          <Time iso={key.expires_at} fallback="Never" />
-                        )}
-                      </td>
-                      <td className="numeric">{numberFormat.format(key.requests_24h)}</td>
-                      {manage && (
-                        <td className="row-actions">
-                          {(key.status === 'active' || key.status === 'expiring') && (
-                            <button
-                              type="button"
-                              className="button small"
-                              aria-label={`Revoke key ${key.prefix}`}
-                              onClick={() => setDialog({ revoke: key })}
-                            >
-                              Revoke
-                            </button>
+                  {items.map((key) => {
+                    const stopped = stoppedAtRotation(key, items);
+                    return (
+                      <tr key={key.id} data-key-id={key.id}>
+                        <td>
+                          <code className="key-prefix">{key.prefix}…</code>
+                          {key.name && <div className="muted small">{key.name}</div>}
+                        </td>
+                        <td>
+                          {stopped ? (
+                            <Badge tone="neutral">stopped at rotation</Badge>
+                          ) : (
+                            <Badge tone={STATUS_TONES[key.status]}>{key.status}</Badge>
                           )}
                         </td>
-                      )}
-                    </tr>
-                  ))}
+                        <td>
+                          <Time iso={key.created_at} />
+                        </td>
+                        <td>
+                          <Time iso={key.last_used_at} fallback="Never" />
+                          {key.last_used_ip && <div className="muted small mono">{key.last_used_ip}</div>}
+                        </td>
+                        <td>
+                          {key.revoked_at ? (
+                            <span className="muted">
+                              Revoked <Time iso={key.revoked_at} />
+                            </span>
+                          ) : stopped ? (
+                            <span className="muted">
+                              Stopped <Time iso={key.expires_at} />, when the keys were rotated
+                            </span>
+                          ) : (
+                            <Time iso={key.expires_at} fallback="Never" />
+                          )}
+                        </td>
+                        <td className="numeric">{numberFormat.format(key.requests_24h)}</td>
+                        {manage && (
+                          <td className="row-actions">
+                            {(key.status === 'active' || key.status === 'expiring') && (
+                              <button
+                                type="button"
+                                className="button small"
+                                aria-label={`Revoke key ${key.prefix}`}
+                                onClick={() => setDialog({ revoke: key })}
+                              >
+                                Revoke
+                              </button>
+                            )}
+                          </td>
+                        )}
+                      </tr>
+                    );
+                  })}
                 </tbody>
               </table>
             </div>

@@ -1,5 +1,8 @@
-import { useState } from 'react';
-import { numberFormat, formatBytes } from '../components/ui';
+import { useState, type ReactNode } from 'react';
+import { Link } from 'react-router';
+import { api, ApiError } from '../api/client';
+import { useApi, type Loaded } from '../api/use-api';
+import { NotFound, numberFormat, formatBytes } from '../components/ui';
 import { Field } from '../components/dialog';
 import type { Source } from './source-fields';
 
@@ -165,4 +168,69 @@ export function IntegrationFields({ draft, onChange }: { draft: IntegrationDraft
 /** A draft held by a dialog, started from the integration (or the defaults). */
 export function useDraft(integration?: Integration) {
   return useState<IntegrationDraft>(() => draftOf(integration));
+}
+
+/** The shape of an integration id (src/api/schemas.ts): anything else names none. */
+const INTEGRATION_ID = /^int_[A-Za-z0-9]{22}$/;
+
+/**
+ * The integration a URL names: null when it does not exist (deleted, another company's, or
+ * not an id at all, which is not even asked for).
+ */
+export function useIntegrationOf(id: string | undefined): Loaded<Integration | null> {
+  return useApi(async () => {
+    if (id === undefined || !INTEGRATION_ID.test(id)) return null;
+    try {
+      return await api.get<Integration>(`/integrations/${encodeURIComponent(id)}`);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) return null;
+      throw error;
+    }
+  }, [id]);
+}
+
+/** Said instead of a page when the integration its URL names does not exist. */
+export function MissingIntegration({ back }: { back?: { to: string; label: string } }) {
+  return (
+    <NotFound
+      title="This integration does not exist"
+      actions={
+        <>
+          {back && (
+            <Link className="button primary" to={back.to}>
+              {back.label}
+            </Link>
+          )}
+          <Link className={back ? 'button' : 'button primary'} to="/integrations">
+            Go to integrations
+          </Link>
+        </>
+      }
+    >
+      It may have been deleted, or the link that led here is wrong or incomplete.
+    </NotFound>
+  );
+}
+
+/**
+ * A log page narrowed to the integration of `?integration_id=`: the page itself while that
+ * integration exists (or none is named), else "This integration does not exist" with the
+ * way back to the whole log. A malformed id never reaches the page, so never the API.
+ */
+export function UrlIntegration({
+  id,
+  back,
+  children,
+}: {
+  id: string | undefined;
+  back: { to: string; label: string };
+  /** The integration once read (undefined while reading, or when none is named). */
+  children(integration: Integration | undefined): ReactNode;
+}) {
+  const named = useIntegrationOf(id);
+  if (id === undefined) return children(undefined);
+  const known = named.data && named.data.id === id ? named.data : undefined;
+  const missing = !INTEGRATION_ID.test(id) || (named.data === null && !named.loading);
+  if (missing) return <MissingIntegration back={back} />;
+  return children(known);
 }

@@ -1,7 +1,6 @@
 import { useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router';
 import { api } from '../api/client';
-import { useApi } from '../api/use-api';
 import { ConfirmDialog, Field, FormDialog } from '../components/dialog';
 import { Badge, CopyField, ErrorMessage, Loading, PageHeader, Time, numberFormat, formatBytes } from '../components/ui';
 import { useSession } from '../session';
@@ -9,9 +8,11 @@ import { IntegrationKeys } from './integration-keys';
 import { IntegrationSource } from './integration-source';
 import {
   IntegrationFields,
+  MissingIntegration,
   parseDraft,
   singularWebhookUrl,
   useDraft,
+  useIntegrationOf,
   type Integration,
 } from './integration-shared';
 import './integrations.css';
@@ -24,26 +25,24 @@ export function IntegrationPage() {
   const { can } = useSession();
   const manage = can('integrations:manage');
   const navigate = useNavigate();
-  const loaded = useApi(() => api.get<Integration>(`/integrations/${encodeURIComponent(integrationId)}`), [integrationId]);
+  const loaded = useIntegrationOf(integrationId);
   // The latest answer of a change, shown at once (the reload confirms it).
   const [changed, setChanged] = useState<Integration>();
   const [dialog, setDialog] = useState<Dialogs>();
   const [toggleError, setToggleError] = useState<Error>();
   const [toggling, setToggling] = useState(false);
 
-  const integration = changed?.id === integrationId && loaded.data && changed.updated_at >= loaded.data.updated_at ? changed : loaded.data;
+  const current = loaded.data?.id === integrationId ? loaded.data : undefined;
+  const integration = changed?.id === integrationId && current && changed.updated_at >= current.updated_at ? changed : current;
 
+  if (loaded.data === null && !loaded.loading) return <MissingIntegration />;
   if (!integration) {
     return (
       <>
         <p className="breadcrumb">
           <Link to="/integrations">← Integrations</Link>
         </p>
-        {loaded.error ? (
-          <ErrorMessage error={loaded.error} retry={loaded.error.status === 404 ? undefined : loaded.reload} />
-        ) : (
-          <Loading />
-        )}
+        {loaded.error ? <ErrorMessage error={loaded.error} retry={loaded.reload} /> : <Loading />}
       </>
     );
   }

@@ -11,6 +11,7 @@ import {
   type RequestRecord,
 } from '../components/log-shared';
 import { Badge, CopyButton, EmptyState, ErrorMessage, Loading, PageHeader, Time, type Tone, formatBytes } from '../components/ui';
+import { UrlIntegration } from './integration-shared';
 import './logs.css';
 
 /** The codes a request to a webhook address can be refused with (the contract's error table). */
@@ -60,6 +61,15 @@ function outcomeOf(record: RequestRecord): string {
  * with why; newest first; filters kept in the URL.
  */
 export function RequestsPage() {
+  const [params] = useQueryState();
+  return (
+    <UrlIntegration id={param(params, 'integration_id')} back={{ to: '/requests', label: 'Show the requests of every integration' }}>
+      {() => <RequestLog />}
+    </UrlIntegration>
+  );
+}
+
+function RequestLog() {
   const [params, update] = useQueryState();
   const integrationId = param(params, 'integration_id');
   const statusClass = param(params, 'status_class');

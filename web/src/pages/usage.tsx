@@ -13,6 +13,7 @@ import {
 } from '../components/log-shared';
 import { Breakdown, OUTCOMES, ZERO, add, percent, type GroupBy } from '../components/log-usage';
 import { EmptyState, ErrorMessage, Loading, PageHeader, numberFormat } from '../components/ui';
+import { UrlIntegration, type Integration } from './integration-shared';
 import './logs.css';
 
 const RANGES = {
@@ -36,6 +37,15 @@ interface KeySummary {
  * totals, and a breakdown per integration or per key. Range and filters live in the URL.
  */
 export function UsagePage() {
+  const [params] = useQueryState();
+  return (
+    <UrlIntegration id={param(params, 'integration_id')} back={{ to: '/usage', label: 'Show the usage of every integration' }}>
+      {(integration) => <UsageView integration={integration} />}
+    </UrlIntegration>
+  );
+}
+
+function UsageView({ integration }: { integration: Integration | undefined }) {
   const [params, update] = useQueryState();
   const rangeParam = param(params, 'range');
   const rangeName: RangeName = rangeParam !== undefined && Object.hasOwn(RANGES, rangeParam) ? (rangeParam as RangeName) : '24h';
@@ -56,12 +66,14 @@ export function UsagePage() {
     () => api.get<Usage>('/usage', { ...query, group_by: groupBy }),
     [range.bucket, span.since, span.until, integrationId, keyId, groupBy],
   );
+  // Once the integration is known to exist: the keys of one that does not are not asked for.
+  const keyOwner = integration?.id;
   const keys = useApi(
     async () =>
-      integrationId === undefined
+      keyOwner === undefined
         ? []
-        : (await api.get<Page<KeySummary>>(`/integrations/${encodeURIComponent(integrationId)}/keys`, { limit: 200 })).data,
-    [integrationId],
+        : (await api.get<Page<KeySummary>>(`/integrations/${encodeURIComponent(keyOwner)}/keys`, { limit: 200 })).data,
+    [keyOwner],
   );
 
   const bars = useMemo(() => (usage.data ? toBars(usage.data) : []), [usage.data]);

@@ -1,5 +1,6 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { Link } from 'react-router';
+import { api, ApiError } from '../api/client';
 import { usePagedList } from '../api/use-api';
 import { useLiveTail, type LiveStatus } from '../components/live-tail';
 import { ListFooter, param, useQueryState, useTimeRange } from '../components/list-controls';
@@ -11,6 +12,7 @@ import { LiveIndicator, WebhookFilters, WebhookTable } from '../components/log-w
 import { EmptyState, ErrorMessage, Loading, PageHeader, numberFormat } from '../components/ui';
 import { WebhookViewer } from '../components/webhook-viewer';
 import { useSession } from '../session';
+import { UrlIntegration, type Integration } from './integration-shared';
 import './logs.css';
 
 /** What one search request reads at most (docs/api.md): a page may hold fewer matches. */
@@ -21,9 +23,19 @@ const CLEARED = { event: undefined, q: undefined, range: undefined, since: undef
 /**
  * The webhook log: the company's accepted webhooks, or one integration's, newest first,
  * with filters kept in the URL (so a view can be shared), a viewer for one webhook
- * (`?webhook=<uuid>`), and a live tail that adds new ones as they arrive.
+ * (`?webhook=<uuid>`, also found by its uuid in the search box), and a live tail that adds
+ * new ones as they arrive.
  */
 export function WebhooksPage() {
+  const [params] = useQueryState();
+  return (
+    <UrlIntegration id={param(params, 'integration_id')} back={{ to: '/webhooks', label: 'Show the webhooks of every integration' }}>
+      {(integration) => <WebhookLog integration={integration} />}
+    </UrlIntegration>
+  );
+}
+
+function WebhookLog({ integration: named }: { integration: Integration | undefined }) {
   const { company } = useSession();
   const [params, update] = useQueryState();
   const integrationId = param(params, 'integration_id');
@@ -91,9 +103,9 @@ export function WebhooksPage() {
 
   // The viewer: opened from a row, closed back to it.
   const opener = useRef<HTMLElement | null>(null);
-  const open = (uuid: string) => {
+  const open = (uuid: string, changes: Record<string, string | undefined> = {}) => {
     opener.current = document.activeElement instanceof HTMLElement ? document.activeElement : null;
-    update({ webhook: uuid }, true);
+    update({ ...changes, webhook: uuid }, true);
   };
   const close = () => {
     update({ webhook: undefined });
@@ -104,7 +116,18 @@ export function WebhooksPage() {
   const newer = selectedIndex > 0 ? rows[selectedIndex - 1] : undefined;
   const older = selectedIndex >= 0 ? rows[selectedIndex + 1] : undefined;
 
-  const integration = integrationId === undefined ? undefined : integrations.nameOf(integrationId);
+  const integration = integrationId === undefined ? undefined : (named?.name ?? integrations.nameOf(integrationId));
+  // A uuid typed in the search box: open that webhook when the company has it.
+  const find = async (uuid: string, changes: Record<string, string | undefined>) => {
+    try {
+      await api.get(`/webhooks/${encodeURIComponent(uuid)}`);
+      open(uuid, changes);
+      return true;
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) return false;
+      throw error;
+    }
+  };
   const events = useMemo(() => [...new Set(rows.map((r) => r.event))].sort().slice(0, 100), [rows]);
 
   return (
@@ -154,6 +177,7 @@ export function WebhooksPage() {
         events={events}
         narrowed={narrowed}
         liveBlockedBySearch={liveWanted && !liveAllowed}
+        findWebhook={find}
       />
 
       {list.error && !list.data ? (
