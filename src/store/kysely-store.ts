@@ -4,6 +4,7 @@ import type { Scope } from '../domain/api-key.js';
 import { AppError } from '../errors.js';
 import type { Database } from './schema.js';
 import { IntakeMigrations, type DialectTypes } from './migrations/index.js';
+import { chunks, multiRowInserts, type GroupRowWriter } from './group-rows.js';
 import { insertAudit, listAuditLog } from './queries/audit.js';
 import * as integrations from './queries/integrations.js';
 import * as logs from './queries/logs.js';
@@ -83,9 +84,6 @@ import {
   type WebhookQuery,
 } from './store.js';
 
-/** Rows per multi-row INSERT: well under SQLite's 32,766 and PostgreSQL's 65,535 parameters. */
-const INSERT_CHUNK = 500;
-
 /** Rows per retention DELETE: short transactions that never hold the writer up for long. */
 const PURGE_BATCH = 1000;
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -102,6 +100,7 @@ export class KyselyStore implements Store {
     readonly dialect: 'sqlite' | 'postgres',
     protected readonly db: Kysely<Database>,
     private readonly types: DialectTypes,
+    private readonly groupRows: GroupRowWriter = multiRowInserts,
   ) {}
 
   async migrate(): Promise<string[]> {
@@ -321,14 +320,10 @@ export class KyselyStore implements Store {
       // Feed positions in commit order (null: the database's column defaults number them).
       const firstSeq = accepted.length === 0 ? null : await this.types.reserveFeedSeqs(trx, accepted.length);
       const rows = accepted.map((webhook, i) => (firstSeq === null ? webhookRow(webhook) : { ...webhookRow(webhook), feed_seq: firstSeq + i }));
-      for (const chunk of chunks(rows)) {
-        await trx.insertInto('webhooks').values(chunk).execute();
-      }
+      await this.groupRows.insertWebhooks(trx, rows);
       await insertDeliveries(trx, accepted);
       const allLogs = [...logs, ...webhooks.map((w, i) => requestLogOf(w.log, outcomes[i]!))];
-      for (const chunk of chunks(allLogs)) {
-        await trx.insertInto('request_log').values(chunk.map(requestLogRow)).execute();
-      }
+      await this.groupRows.insertRequestLogs(trx, allLogs.map(requestLogRow));
       return outcomes;
     });
   }
@@ -1169,6 +1164,3 @@ function nullableNumber(value: number | null): number | null {
   return value === null ? null : Number(value);
 }
 
-function* chunks<T>(items: T[]): Generator<T[]> {
-  for (let i = 0; i < items.length; i += INSERT_CHUNK) yield items.slice(i, i + INSERT_CHUNK);
-}

@@ -7,6 +7,7 @@ import { KyselyStore } from '../kysely-store.js';
 import type { DialectTypes } from '../migrations/index.js';
 import { queryLog, type QueryObserver } from '../query-log.js';
 import { sqliteFeed } from './feed.js';
+import { preparedGroupRows } from './prepared-group-rows.js';
 import { SqliteThread } from './store-thread.js';
 import { ThreadedSqliteStore } from './threaded-store.js';
 
@@ -57,7 +58,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   if (options.threads && path !== ':memory:') {
     return new ThreadedSqliteStore(db, SQLITE_TYPES, new SqliteThread(path, 'commit'), new SqliteThread(path, 'read'));
   }
-  return new KyselyStore('sqlite', db, SQLITE_TYPES);
+  return new KyselyStore('sqlite', db, SQLITE_TYPES, preparedGroupRows(database));
 }
 
 /**
