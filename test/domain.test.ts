@@ -5,7 +5,7 @@ import { afterEach, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { hashApiKey, hashIfWellFormed, hashesEqual, issueApiKey } from '../src/domain/api-key.js';
 import { decodeCursor, encodeCursor } from '../src/domain/cursor.js';
-import { isId, newId, newIntegrationKey, newWebhookUuid, randomBase62, toBase62 } from '../src/domain/ids.js';
+import { isId, newId, newIntegrationKey, newTimeOrderedId, newWebhookUuid, randomBase62, toBase62 } from '../src/domain/ids.js';
 import { hashPassword, verifyPassword } from '../src/domain/password.js';
 import { isJsonContentType, MAX_NESTING_DEPTH, nestingDepth, parseWebhookBody } from '../src/domain/webhook-body.js';
 import { AppError, type ErrorCode } from '../src/errors.js';
@@ -147,6 +147,28 @@ describe('ids', () => {
     expect(isId('cmp', id.replace('cmp_', 'cmp-'))).toBe(false);
     expect(isId('cmp', '')).toBe(false);
     expect(isId('cmp', `cmp_${'a'.repeat(21)}\n`)).toBe(false);
+  });
+
+  test('random characters drawn across many refills of the byte pool never repeat a draw, and each of the 62 is as likely', () => {
+    // 30,000 ids of 22 characters take about 165 refills of the 4 KiB pool.
+    const ids = Array.from({ length: 30_000 }, () => newId('req'));
+    expect(new Set(ids).size).toBe(ids.length);
+    const counts = new Map<string, number>();
+    for (const char of ids.map((id) => id.slice(4)).join('')) counts.set(char, (counts.get(char) ?? 0) + 1);
+    expect(counts.size).toBe(62);
+    // Folding the bytes 248-255 onto the first 8 characters would give those a quarter more.
+    const expected = (ids.length * 22) / 62;
+    for (const [char, count] of counts) expect(Math.abs(count - expected) / expected, char).toBeLessThan(0.06);
+  });
+
+  test('time-ordered ids sort by their time, then are random', () => {
+    const at = Date.UTC(2026, 10, 25);
+    const earlier = newTimeOrderedId('req', at);
+    const later = newTimeOrderedId('req', at + 1);
+    expect(isId('req', earlier)).toBe(true);
+    expect(earlier < later).toBe(true);
+    expect(newTimeOrderedId('req', at).slice(0, 12)).toBe(earlier.slice(0, 12));
+    expect(newTimeOrderedId('req', at)).not.toBe(earlier);
   });
 
   test('webhook uuids are v7 and time ordered', () => {

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { newId } from '../domain/ids.js';
+import { newTimeOrderedId } from '../domain/ids.js';
 import { AppError } from '../errors.js';
 import type { CommitOutcome, PendingWebhook, RequestLogEntry, Store } from '../store/store.js';
 
@@ -257,6 +257,6 @@ export class GroupCommitWriter {
   private hold(logs: RequestLogEntry[]): void {
     const room = Math.max(0, MAX_QUEUED_LOGS - this.held.length - this.logs.length);
     this.droppedLogs += Math.max(0, logs.length - room);
-    for (const entry of logs.slice(0, room)) this.held.push({ ...entry, id: newId('req') });
+    for (const entry of logs.slice(0, room)) this.held.push({ ...entry, id: newTimeOrderedId('req', entry.receivedAt) });
   }
 }

@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { Scope } from '../domain/api-key.js';
 import { decodeCursor, encodeCursor } from '../domain/cursor.js';
-import { newId, newWebhookUuid } from '../domain/ids.js';
+import { newTimeOrderedId, newWebhookUuid } from '../domain/ids.js';
 import {
   isJsonContentType,
   MAX_EVENT_LENGTH,
@@ -414,7 +414,9 @@ function pendingLogEntry(request: FastifyRequest): PendingLogEntry {
   const ctx = context(request);
   const userAgent = request.headers['user-agent'];
   return {
-    id: newId('req'),
+    // Time-ordered: each commit's rows land at the end of the table's key, not on as many
+    // pages of it as there are rows.
+    id: newTimeOrderedId('req', ctx.receivedAt),
     companyId: ctx.integration!.companyId,
     integrationId: ctx.integration!.id,
     receivedAt: ctx.receivedAt,
