@@ -27,6 +27,12 @@ import type { RetentionJob } from './retention.js';
  */
 export class Metrics {
   readonly registry = new Registry();
+  /**
+   * Made with the app, not at the first scrape: the process's CPU counter and the event-loop
+   * delay monitor count from when they start, so a registry made lazily would leave out all
+   * the process did before it was first scraped.
+   */
+  private readonly process = processRegistry();
 
   private readonly requestDuration = new Histogram({
     name: 'intake_http_request_duration_seconds',
@@ -106,7 +112,7 @@ export class Metrics {
 
   /** The text a scrape gets: the process's metrics, then the service's. */
   async scrape(): Promise<string> {
-    return Registry.merge([processRegistry(), this.registry]).metrics();
+    return Registry.merge([this.process, this.registry]).metrics();
   }
 
   /** A request answered, on any route (from the app's onResponse hook). */
