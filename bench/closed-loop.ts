@@ -1,6 +1,7 @@
-import autocannon from 'autocannon';
+import { sleep } from './processes.js';
+import type { Wrk, WrkResult } from './wrk.js';
 
-/** Where load goes: the same body and headers for the service and the baseline. */
+/** Where load goes: the same body and headers for the service, the floor and the baseline. */
 export interface LoadTarget {
   name: string;
   url: string;
@@ -8,7 +9,7 @@ export interface LoadTarget {
   body: Buffer;
 }
 
-/** One autocannon round against one target. Latencies in ms (autocannon's resolution: 1 ms). */
+/** One wrk round against one target. Latencies in ms. */
 export interface ClosedLoopRound {
   target: string;
   round: number;
@@ -34,55 +35,104 @@ export interface ClosedLoopHooks {
   afterFire?(target: LoadTarget, round: number, result: ClosedLoopRound | null): Promise<void>;
 }
 
+/** One target at one number of connections, in the curve over concurrency. */
+export interface CurvePoint {
+  target: string;
+  connections: number;
+  requestsPerSecond: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+}
+
+/**
+ * Between two loads: the last one's connections close, its late commits and the WAL's
+ * checkpoint finish, and the next target starts on a settled machine.
+ */
+const PAUSE_BETWEEN_RUNS_MS = 1_000;
+
 /**
  * Each target as fast as it answers (closed loop: a connection sends its next request when
  * the previous one is answered). Rounds alternate between the targets, and which goes first
- * alternates too, so drift in the shared machine's load hits both alike. A warm-up round
+ * alternates too, so drift in the shared machine's load hits all alike. A warm-up round
  * per target (JIT, caches, database pages) is not counted.
  */
 export async function runClosedLoop(
+  wrk: Wrk,
   targets: LoadTarget[],
   options: ClosedLoopOptions,
   hooks: ClosedLoopHooks = {},
 ): Promise<ClosedLoopRound[]> {
   for (const target of targets) {
     await hooks.beforeFire?.(target, 0);
-    await fire(target, options.connections, options.warmupSeconds);
+    await wrk.run(target, options.connections, options.warmupSeconds);
     await hooks.afterFire?.(target, 0, null);
+    await sleep(PAUSE_BETWEEN_RUNS_MS);
   }
   const rounds: ClosedLoopRound[] = [];
   for (let round = 1; round <= options.rounds; round++) {
-    const order = round % 2 === 1 ? targets : [...targets].reverse();
-    for (const target of order) {
+    for (const target of alternate(targets, round)) {
       await hooks.beforeFire?.(target, round);
-      const result = await fire(target, options.connections, options.seconds);
-      rounds.push({
+      const result = await wrk.run(target, options.connections, options.seconds);
+      const { p50, p99, p99_9 } = result.latencyMs;
+      const measured: ClosedLoopRound = {
         target: target.name,
         round,
-        // Only answered 2xx count as throughput: a fast 503 is not work done.
-        requestsPerSecond: Math.round(result['2xx'] / result.duration),
-        p50: result.latency.p50,
-        p99: result.latency.p99,
-        p99_9: result.latency.p99_9,
+        requestsPerSecond: okPerSecond(result),
+        p50,
+        p99,
+        p99_9,
         non2xx: result.non2xx,
         errors: result.errors,
-      });
-      process.stdout.write(`  closed loop round ${round} ${target.name}: ${rounds.at(-1)?.requestsPerSecond} req/s\n`);
-      await hooks.afterFire?.(target, round, rounds.at(-1) ?? null);
+      };
+      rounds.push(measured);
+      process.stdout.write(`  closed loop round ${round} ${target.name}: ${measured.requestsPerSecond} req/s\n`);
+      await hooks.afterFire?.(target, round, measured);
+      await sleep(PAUSE_BETWEEN_RUNS_MS);
     }
   }
   return rounds;
 }
 
-function fire(target: LoadTarget, connections: number, seconds: number): Promise<autocannon.Result> {
-  return autocannon({
-    url: target.url,
-    method: 'POST',
-    headers: target.headers,
-    body: target.body,
-    connections,
-    duration: seconds,
-  });
+/**
+ * Throughput and p99 at each number of connections: one round per target and level,
+ * alternating which target goes first, so the curve shows where each one saturates and
+ * what waiting costs past that point.
+ */
+export async function runConcurrencyCurve(
+  wrk: Wrk,
+  targets: LoadTarget[],
+  connectionLevels: number[],
+  seconds: number,
+): Promise<CurvePoint[]> {
+  const points: CurvePoint[] = [];
+  for (const [index, connections] of connectionLevels.entries()) {
+    for (const target of alternate(targets, index + 1)) {
+      const result = await wrk.run(target, connections, seconds);
+      const point: CurvePoint = {
+        target: target.name,
+        connections,
+        requestsPerSecond: okPerSecond(result),
+        p99: result.latencyMs.p99,
+        non2xx: result.non2xx,
+        errors: result.errors,
+      };
+      points.push(point);
+      process.stdout.write(`  curve ${connections} connections ${target.name}: ${point.requestsPerSecond} req/s\n`);
+      await sleep(PAUSE_BETWEEN_RUNS_MS);
+    }
+  }
+  return points;
+}
+
+/** The targets in their order on odd turns, reversed on even ones. */
+function alternate(targets: LoadTarget[], turn: number): LoadTarget[] {
+  return turn % 2 === 1 ? targets : [...targets].reverse();
+}
+
+/** Only answered 2xx count as throughput: a fast 503 is not work done. */
+function okPerSecond(result: WrkResult): number {
+  return Math.round((result.answered - result.non2xx) / result.seconds);
 }
 
 /** One target's rounds in one line: medians of the rates and latencies, sums of the failures. */

@@ -52,3 +52,17 @@ function generatedEvent(): Record<string, unknown> {
   const data = { id: 'in_1', customer: 'cus_1', amount_paid: 14_466, paid: true, lines };
   return data;
 }
+
+/**
+ * A 180-byte event (an order, with a few fields), the size the issue's side-by-side figures
+ * used: the request's own work then outweighs its bytes.
+ */
+export function smallEventBody(): EventBody {
+  const data = { id: 'ord_8c1f2b', amount: 4999, currency: 'eur', customer: 'cus_4Fh2k9', items: [{ sku: 'sku_1', quantity: 2 }], note: 'leave at the front door.' };
+  return {
+    bytes: Buffer.from(JSON.stringify({ event: 'order.created', data })),
+    providerBytes: Buffer.from(JSON.stringify(data)),
+    event: 'order.created',
+    source: 'generated (small)',
+  };
+}

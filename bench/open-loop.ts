@@ -1,5 +1,6 @@
 import { Agent, request, type ClientRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { monotonicMs } from './clock.js';
 import type { LoadTarget } from './closed-loop.js';
 
 export interface OpenLoopOptions {
@@ -42,7 +43,10 @@ export interface OpenLoopResult {
 }
 
 export interface OpenLoopRun {
-  /** Resolves when the last request has been scheduled, with performance.now() at that moment. */
+  /**
+   * Resolves when the last request has been scheduled, with that moment on the machine's
+   * monotonic clock (clock.ts), which a process other than the generator's reads alike.
+   */
   loadStopped: Promise<number>;
   /** Resolves when every sent request is answered, failed or timed out. */
   finished: Promise<OpenLoopResult>;
@@ -129,7 +133,7 @@ export function startOpenLoop(target: LoadTarget, options: OpenLoopOptions): Ope
         return;
       }
       stopped = true;
-      const stoppedAt = performance.now();
+      const stoppedAt = monotonicMs();
       // The agent hands out connections on the next tick; only requests still without one
       // after that are waiting for a busy connection, and those are never sent.
       setImmediate(() => {

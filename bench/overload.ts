@@ -1,7 +1,8 @@
 import { Agent, request } from 'node:http';
-import { performance } from 'node:perf_hooks';
+import { monotonicMs } from './clock.js';
 import type { LoadTarget } from './closed-loop.js';
-import { startOpenLoop, type OpenLoopOptions, type OpenLoopResult } from './open-loop.js';
+import type { OpenLoopResult } from './open-loop.js';
+import { startOpenLoopProcess, type OpenLoopProcessOptions } from './open-loop-process.js';
 import { sleep } from './processes.js';
 
 export interface OverloadResult extends OpenLoopResult {
@@ -16,12 +17,12 @@ const RECOVERED_AFTER_RUN_OF = 10;
 const RECOVERY_WINDOW_MS = 15_000;
 
 /**
- * Offers more than the service can take, then stops and probes at a light rate (one
- * request at a time, 50 ms apart, on a connection of their own, as a sender arriving after
- * the burst would) until 202s come back.
+ * Offers more than the service can take (the open loop in its own process), then stops and
+ * probes at a light rate from this one (one request at a time, 50 ms apart, on a connection
+ * of their own, as a sender arriving after the burst would) until 202s come back.
  */
-export async function runOverload(target: LoadTarget, options: OpenLoopOptions): Promise<OverloadResult> {
-  const load = startOpenLoop(target, options);
+export async function runOverload(target: LoadTarget, options: OpenLoopProcessOptions): Promise<OverloadResult> {
+  const load = startOpenLoopProcess(target, options);
   const droppedAt = await load.loadStopped;
   const [result, recovery] = await Promise.all([load.finished, probeUntilRecovered(target, droppedAt)]);
   return { ...result, ...recovery };
@@ -36,11 +37,12 @@ async function probeUntilRecovered(
   let runStartedAt: number | null = null;
   let runLength = 0;
   try {
-    while (performance.now() - droppedAt < RECOVERY_WINDOW_MS) {
+    // On the clock the generator's process stamped the load's stop with (clock.ts).
+    while (monotonicMs() - droppedAt < RECOVERY_WINDOW_MS) {
       probes++;
       const status = await probe(agent, target);
       if (status === 202) {
-        runStartedAt ??= performance.now();
+        runStartedAt ??= monotonicMs();
         if (++runLength >= RECOVERED_AFTER_RUN_OF) {
           return { recoverySeconds: Math.round(runStartedAt - droppedAt) / 1000, probes };
         }

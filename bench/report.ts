@@ -1,5 +1,5 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
-import type { ClosedLoopRound, summarize } from './closed-loop.js';
+import type { ClosedLoopRound, CurvePoint, summarize } from './closed-loop.js';
 import type { DrainResult, LagResult } from './delivery.js';
 import type { OpenLoopResult, Percentiles } from './open-loop.js';
 import type { OverloadResult } from './overload.js';
@@ -32,18 +32,34 @@ export interface BenchResults {
     othersDuringPercent?: number;
   };
   body: { source: string; event: string; bytes: number };
-  settings: { rounds: number; seconds: number; connections: number; warmupSeconds: number };
+  settings: {
+    /** The closed loop's load generator (before wrk: autocannon, in the bench's process). */
+    generator: string;
+    rounds: number;
+    seconds: number;
+    connections: number;
+    warmupSeconds: number;
+    curveConnections: number[];
+    curveSeconds: number;
+  };
   closedLoop: {
     rounds: ClosedLoopRound[];
+    /** The durable floor (floor.ts), on the run's kind of database; every figure is read against it. */
+    floor: Summary;
     service: Summary;
     baseline: Summary;
+    serviceToFloor: number;
+    baselineToFloor: number;
     serviceToBaseline: number;
     /** The same load on a github source (signature, no key): what verification costs. */
     githubSource?: Summary;
     githubSourceToService?: number;
     servicePeakRssMb: number;
+    floorPeakRssMb: number;
     baselinePeakRssMb: number;
   };
+  /** One short round per target (the floor and the service) at each of settings.curveConnections. */
+  curve: CurvePoint[];
   openLoop: OpenLoopResult;
   /** Intake with one destination per integration, and the deliveries to a local receiver. */
   destinations?: {
@@ -68,7 +84,12 @@ export interface BenchResults {
     /** Requests the receiver got in the whole run. */
     receivedTotal: number;
   };
-  overload: OverloadResult & { peakRssMb: number; aliveAfter: boolean };
+  overload: OverloadResult & {
+    /** Percent of the requests scheduled: 202, 503, timeout, and the rest (other answers, failed connections, not sent). */
+    shares: OverloadShares;
+    peakRssMb: number;
+    aliveAfter: boolean;
+  };
   serviceExitCode: number | null;
 }
 
@@ -79,13 +100,15 @@ interface Row {
   pass?: boolean;
 }
 
-/** The targets of the performance issue, each beside what this run measured. */
+/** The targets of the performance issue, each beside what this run measured; figures read against the floor. */
 export function rows(results: BenchResults): Row[] {
   const { closedLoop, openLoop, overload } = results;
+  const { floor } = closedLoop;
   const overloadOther = Object.entries(overload.statuses).filter(([status]) => status !== '202' && status !== '503');
   return [
-    { measure: 'closed loop: service req/s (median)', result: int(closedLoop.service.requestsPerSecond), target: '' },
-    { measure: 'closed loop: baseline req/s (median)', result: int(closedLoop.baseline.requestsPerSecond), target: '' },
+    { measure: `closed loop: floor req/s (median, ${results.store})`, result: int(floor.requestsPerSecond), target: '' },
+    { measure: 'closed loop: service req/s (median)', result: throughputOfFloor(closedLoop.service, floor), target: '' },
+    { measure: 'closed loop: baseline req/s (median)', result: throughputOfFloor(closedLoop.baseline, floor), target: '' },
     {
       measure: 'throughput service/baseline',
       result: closedLoop.serviceToBaseline.toFixed(2),
@@ -94,7 +117,11 @@ export function rows(results: BenchResults): Row[] {
     },
     ...(closedLoop.githubSource && closedLoop.githubSourceToService !== undefined
       ? [
-          { measure: 'closed loop: github source req/s (median)', result: int(closedLoop.githubSource.requestsPerSecond), target: '' },
+          {
+            measure: 'closed loop: github source req/s (median)',
+            result: throughputOfFloor(closedLoop.githubSource, floor),
+            target: '',
+          },
           {
             measure: 'throughput github source/api_key',
             result: closedLoop.githubSourceToService.toFixed(2),
@@ -104,11 +131,12 @@ export function rows(results: BenchResults): Row[] {
         ]
       : []),
     ...destinationRows(results),
-    { measure: 'closed loop: service p50/p99/p99.9', result: latencies(closedLoop.service), target: '' },
-    { measure: 'closed loop: baseline p50/p99/p99.9', result: latencies(closedLoop.baseline), target: '' },
+    { measure: 'closed loop: floor p50/p99/p99.9', result: latencies(floor), target: '' },
+    { measure: 'closed loop: service p50/p99/p99.9', result: latenciesOfFloor(closedLoop.service, floor), target: '' },
+    { measure: 'closed loop: baseline p50/p99/p99.9', result: latenciesOfFloor(closedLoop.baseline, floor), target: '' },
     {
-      measure: 'closed loop: service non-2xx/errors',
-      result: `${closedLoop.service.non2xx}/${closedLoop.service.errors}`,
+      measure: 'closed loop: non-2xx/errors: service, floor',
+      result: `${closedLoop.service.non2xx}/${closedLoop.service.errors}, ${floor.non2xx}/${floor.errors}`,
       target: '',
     },
     {
@@ -116,6 +144,11 @@ export function rows(results: BenchResults): Row[] {
       result: `${closedLoop.servicePeakRssMb} MB`,
       target: '<= 200 MB',
       pass: closedLoop.servicePeakRssMb <= 200,
+    },
+    {
+      measure: 'peak RSS at max load: floor, baseline',
+      result: `${closedLoop.floorPeakRssMb} MB, ${closedLoop.baselinePeakRssMb} MB`,
+      target: '',
     },
     {
       measure: `open loop @ ${int(openLoop.ratePerSecond)}/s (50%) p50/p99/p99.9`,
@@ -130,6 +163,13 @@ export function rows(results: BenchResults): Row[] {
       result: statuses(overload),
       target: 'only 202/503',
       pass: overloadOther.length === 0,
+    },
+    {
+      measure: 'overload: share of scheduled',
+      result: Object.entries(overload.shares)
+        .map(([outcome, percent]) => `${outcome} ${percent}%`)
+        .join(', '),
+      target: '',
     },
     { measure: 'overload: p50/p99/p99.9', result: latencies(overload.latencyMs), target: '' },
     { measure: 'overload: generator lag p99', result: `${overload.generatorLagMs.p99} ms`, target: '' },
@@ -154,6 +194,23 @@ export function rows(results: BenchResults): Row[] {
   ];
 }
 
+/** Percent of an overload's scheduled requests by outcome, with one decimal. */
+export type OverloadShares = Record<'202' | '503' | 'timeout' | 'other', number>;
+
+/** What became of the requests an overload scheduled; `other` holds other statuses, failed connections and the never sent. */
+export function overloadShares(overload: OpenLoopResult): OverloadShares {
+  const percent = (count: number) => Math.round((count / Math.max(1, overload.scheduled)) * 1000) / 10;
+  const accepted = overload.statuses['202'] ?? 0;
+  const shed = overload.statuses['503'] ?? 0;
+  const timeout = overload.statuses.timeout ?? 0;
+  return {
+    '202': percent(accepted),
+    '503': percent(shed),
+    timeout: percent(timeout),
+    other: percent(overload.scheduled - accepted - shed - timeout),
+  };
+}
+
 /** Intake beside its deliveries: the cost to intake, whether delivery keeps up, and the lag. */
 function destinationRows(results: BenchResults): Row[] {
   const destinations = results.destinations;
@@ -161,7 +218,11 @@ function destinationRows(results: BenchResults): Row[] {
   const { lag, lagLoad } = destinations;
   const missing = lag.accepted - lag.delivered;
   return [
-    { measure: 'closed loop: service + destination req/s (median)', result: int(destinations.closedLoop.requestsPerSecond), target: '' },
+    {
+      measure: 'closed loop: service + destination req/s (median)',
+      result: throughputOfFloor(destinations.closedLoop, results.closedLoop.floor),
+      target: '',
+    },
     {
       measure: 'throughput service + destination/service',
       result: destinations.toService.toFixed(2),
@@ -210,7 +271,7 @@ function destinationRows(results: BenchResults): Row[] {
   ];
 }
 
-/** One plain-text table: measure, result, target, verdict. */
+/** Plain-text tables: measure, result, target, verdict; then the curve over concurrency. */
 export function formatTable(results: BenchResults): string {
   const table = rows(results).map((row) => [
     row.measure,
@@ -218,15 +279,54 @@ export function formatTable(results: BenchResults): string {
     row.target,
     row.pass === undefined ? '' : row.pass ? 'pass' : 'FAIL',
   ]);
-  const header = ['measure', 'result', 'target', ''];
-  const widths = header.map((_, column) => Math.max(...[header, ...table].map((cells) => cells[column]?.length ?? 0)));
-  const line = (cells: string[]) => cells.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  ').trimEnd();
-  const { store, date, body, machine } = results;
+  const { store, date, body, machine, settings } = results;
   const title =
     `intake bench, ${store}, ${date}: ${body.event} event of ${body.bytes} B (${body.source}), ` +
     `${machine.cpus} cores, ${machine.busyBeforeStartPercent}% busy before start` +
     (machine.othersDuringPercent === undefined ? '' : `, ${machine.othersDuringPercent}% busy with other work during the run`);
-  return [title, line(header), ...table.map(line)].join('\n');
+  const curveTitle = `curve over concurrency: ${settings.generator}, one round of ${settings.curveSeconds} s per target and level`;
+  return [title, ...columns(['measure', 'result', 'target', ''], table), '', curveTitle, ...curveColumns(results)].join('\n');
+}
+
+/** Per number of connections: each target's req/s and p99, then each one's over the floor's. */
+function curveColumns(results: BenchResults): string[] {
+  const { curve, settings } = results;
+  const targets = [...new Set(curve.map((point) => point.target))];
+  const others = targets.filter((target) => target !== 'floor');
+  const header = [
+    'connections',
+    ...targets.map((target) => `${target} req/s, p99`),
+    ...others.map((target) => `${target}/floor req/s, p99`),
+    'non-2xx/errors',
+  ];
+  const table = settings.curveConnections.map((connections) => {
+    const at = (target: string) => curve.find((point) => point.target === target && point.connections === connections);
+    const floor = at('floor');
+    const failures = targets.flatMap((target) => {
+      const point = at(target);
+      return point && point.non2xx + point.errors > 0 ? [`${target} ${point.non2xx}/${point.errors}`] : [];
+    });
+    return [
+      String(connections),
+      ...targets.map((target) => {
+        const point = at(target);
+        return point ? `${int(point.requestsPerSecond)}, ${point.p99} ms` : '';
+      }),
+      ...others.map((target) => {
+        const point = at(target);
+        return point && floor ? `${ratio(point.requestsPerSecond, floor.requestsPerSecond)}, ${ratio(point.p99, floor.p99)}` : '';
+      }),
+      failures.join(', '),
+    ];
+  });
+  return columns(header, table);
+}
+
+/** Lines of cells padded to their column's widest. */
+function columns(header: string[], table: string[][]): string[] {
+  const widths = header.map((_, column) => Math.max(...[header, ...table].map((cells) => cells[column]?.length ?? 0)));
+  const line = (cells: string[]) => cells.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  ').trimEnd();
+  return [line(header), ...table.map(line)];
 }
 
 /** Writes bench/results/<date>-<store>[-<label>].json and returns its path. */
@@ -241,6 +341,18 @@ export function writeResults(root: string, results: BenchResults, label?: string
 
 function latencies(values: Pick<Percentiles, 'p50' | 'p99' | 'p99_9'>): string {
   return `${values.p50} / ${values.p99} / ${values.p99_9} ms`;
+}
+
+function throughputOfFloor(summary: Summary, floor: Summary): string {
+  return `${int(summary.requestsPerSecond)} (${ratio(summary.requestsPerSecond, floor.requestsPerSecond)} of floor)`;
+}
+
+function latenciesOfFloor(summary: Summary, floor: Summary): string {
+  return `${latencies(summary)} (p99 ${ratio(summary.p99, floor.p99)}x floor)`;
+}
+
+function ratio(value: number, floor: number): string {
+  return (value / floor).toFixed(2);
 }
 
 function statuses(result: OpenLoopResult): string {

@@ -1,13 +1,16 @@
 /*
  * `npm run bench [-- --postgres] [--rounds N] [--seconds S] [--connections C] [--max-in-flight N] [--label L]`
  *
- * One intake node (`node dist/main.js`) on a fresh database, and beside it a bare node:http
- * baseline, under the same load on this machine: closed-loop rounds for the maximum, an
- * open loop at half of it for latency, then twice the maximum for shedding and recovery.
- * A third process, a bare receiver, is the destination of one integration: the closed loop
+ * One intake node (`node dist/main.js`) on a fresh database, and beside it a durable floor
+ * (floor.ts: node:http, group commit of two rows a webhook, on a fresh database of the same
+ * kind) and a bare node:http baseline, under the same load on this machine: closed-loop
+ * rounds (wrk) for the maximum, a curve over concurrency for the floor and intake, an open
+ * loop at half of intake's maximum for latency, then twice it for shedding and recovery.
+ * A fourth process, a bare receiver, is the destination of one integration: the closed loop
  * also loads that integration (intake with delivery against intake without), and a second
  * open loop at half the maximum measures the lag from each 202 to its delivery.
- * Prints one table of measures against their targets and writes bench/results/.
+ * Prints the measures as ratios to the floor and against their targets, and writes
+ * bench/results/.
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -16,11 +19,11 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createBenchDatabase, type BenchDatabase } from './bench-database.js';
-import { median, runClosedLoop, summarize, type ClosedLoopHooks, type LoadTarget } from './closed-loop.js';
+import { median, runClosedLoop, runConcurrencyCurve, summarize, type ClosedLoopHooks, type LoadTarget } from './closed-loop.js';
 import { AcceptedLog, BenchDestination, claimsShed, lagOf, ReceiverClient } from './delivery.js';
-import { loadEventBody } from './event-body.js';
+import { loadEventBody, smallEventBody } from './event-body.js';
 import { loadBetween, sampleLoad } from './machine-load.js';
-import { startOpenLoop } from './open-loop.js';
+import { startOpenLoopProcess } from './open-loop-process.js';
 import { runOverload } from './overload.js';
 import {
   machineBusyPercent,
@@ -32,7 +35,8 @@ import {
   stopServer,
   type ServerProcess,
 } from './processes.js';
-import { formatTable, writeResults, type BenchResults, type DeliveryRound } from './report.js';
+import { formatTable, overloadShares, writeResults, type BenchResults, type DeliveryRound } from './report.js';
+import { Wrk } from './wrk.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 const { values: args } = parseArgs({
@@ -45,13 +49,23 @@ const { values: args } = parseArgs({
     'max-in-flight': { type: 'string', default: '100' },
     // Added to the result's file name, so a run does not replace the day's committed one.
     label: { type: 'string' },
+    // `small`: a 180-byte event instead of GitHub's 7 KB push, where per-request work, not bytes, dominates.
+    body: { type: 'string', default: 'push' },
+    // Another checkout's build to run as the service (and its CLI), e.g. the code before a
+    // change, built in a git worktree: the same harness, floor and baseline measure both.
+    'service-root': { type: 'string' },
   },
 });
+const serviceRoot = args['service-root'] ?? root;
 const settings = {
+  generator: 'wrk -t1',
   rounds: Number(args.rounds),
   seconds: Number(args.seconds),
   connections: Number(args.connections),
   warmupSeconds: 3,
+  // One short round per target and level: where each saturates, not its precise maximum.
+  curveConnections: [16, 64, 256, 1024],
+  curveSeconds: Math.max(1, Math.round(Number(args.seconds) / 2)),
 };
 const store = args.postgres ? 'postgres' : 'sqlite';
 // Senders give up on an answer after this long (GitHub waits 10 s); later is a failure.
@@ -66,7 +80,7 @@ const DRAIN_MAX_MS = 15_000;
 const destinationMaxInFlight = Number(args['max-in-flight']);
 const workDir = mkdtempSync(`${tmpdir()}/intake-bench-`);
 const running: ServerProcess[] = [];
-let database: BenchDatabase | null = null;
+const databases: BenchDatabase[] = [];
 let destination: BenchDestination | null = null;
 
 /** Stops what this run started; safe to call twice (normal end, then Ctrl-C or a failure). */
@@ -74,8 +88,7 @@ async function cleanUp(): Promise<void> {
   await destination?.close();
   destination = null;
   await Promise.all(running.splice(0).map(stopServer));
-  await database?.drop();
-  database = null;
+  await Promise.all(databases.splice(0).map((database) => database.drop()));
 }
 
 process.once('SIGINT', () => void cleanUp().finally(() => process.exit(130)));
@@ -83,20 +96,27 @@ process.once('SIGINT', () => void cleanUp().finally(() => process.exit(130)));
 async function main(): Promise<void> {
   const busyBeforeStartPercent = await machineBusyPercent();
   const loadAtStart = sampleLoad([], store === 'postgres');
-  const body = loadEventBody();
-  database = await createBenchDatabase(store, workDir);
+  const body = args.body === 'small' ? smallEventBody() : loadEventBody();
+  const wrk = await Wrk.prepare(workDir, SENDER_TIMEOUT_MS / 1000);
+  const database = await createBenchDatabase(store, workDir);
+  databases.push(database);
+  const floorDatabase = await createBenchDatabase(store, workDir, 'floor');
+  databases.push(floorDatabase);
   // The receiver is on loopback, which destinations may not reach unless allowed.
   const serviceEnv = { INTAKE_DATABASE_URL: database.url, INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' };
-  const service = await startServer(`${root}/dist/main.js`, serviceEnv, `${workDir}/service.log`, '/readyz');
+  const service = await startServer(`${serviceRoot}/dist/main.js`, serviceEnv, `${workDir}/service.log`, '/readyz');
   running.push(service);
+  const floorEnv = { FLOOR_DATABASE_URL: floorDatabase.url };
+  const floor = await startServer(`${root}/dist-bench/floor.js`, floorEnv, `${workDir}/floor.log`, '/', true);
+  running.push(floor);
   const baseline = await startServer(`${root}/dist-bench/baseline.js`, {}, `${workDir}/baseline.log`, '/', true);
   running.push(baseline);
   const receiver = await startServer(`${root}/dist-bench/receiver.js`, {}, `${workDir}/receiver.log`, '/count');
   running.push(receiver);
   const receiverClient = new ReceiverClient(receiver.port);
 
-  const company = await runCli(root, database.url, ['company', 'create', '--name', 'bench']);
-  const integration = await runCli(root, database.url, [
+  const company = await runCli(serviceRoot, database.url, ['company', 'create', '--name', 'bench']);
+  const integration = await runCli(serviceRoot, database.url, [
     ...['integration', 'create', '--company', String(company.id), '--name', 'bench'],
   ]);
   const headers = { 'content-type': 'application/json', 'x-api-key': String(integration.api_key) };
@@ -104,7 +124,7 @@ async function main(): Promise<void> {
   // X-GitHub-Delivery, so neither target pays for an idempotency claim: the difference is
   // the signature's check (opening the secret, one HMAC over the body) and the provider's rules.
   const githubSecret = randomBytes(32).toString('hex');
-  const githubSource = await runCli(root, database.url, [
+  const githubSource = await runCli(serviceRoot, database.url, [
     ...['integration', 'create', '--company', String(company.id), '--name', 'bench github'],
     ...['--source', 'github', '--secret', githubSecret],
   ]);
@@ -122,11 +142,11 @@ async function main(): Promise<void> {
   // Intake with one destination: an integration of another company, since the outbox reads
   // the destinations of the companies in each commit, and the service target's company must
   // have none for the comparison to hold.
-  const deliveringCompany = await runCli(root, database.url, ['company', 'create', '--name', 'bench destinations']);
-  const delivering = await runCli(root, database.url, [
+  const deliveringCompany = await runCli(serviceRoot, database.url, ['company', 'create', '--name', 'bench destinations']);
+  const delivering = await runCli(serviceRoot, database.url, [
     ...['integration', 'create', '--company', String(deliveringCompany.id), '--name', 'bench destination'],
   ]);
-  destination = await BenchDestination.create(root, database.url, {
+  destination = await BenchDestination.create(serviceRoot, database.url, {
     companyId: String(deliveringCompany.id),
     integrationId: String(delivering.id),
     url: `http://127.0.0.1:${receiver.port}/`,
@@ -145,6 +165,13 @@ async function main(): Promise<void> {
     headers,
     body: body.bytes,
   };
+  // The service's path, so that the request line is the same length on every target.
+  const floorTarget: LoadTarget = {
+    name: 'floor',
+    url: `http://127.0.0.1:${floor.port}/api/webhooks/${integration.integration_key}`,
+    headers,
+    body: body.bytes,
+  };
   const baselineTarget: LoadTarget = {
     name: 'baseline',
     url: `http://127.0.0.1:${baseline.port}/`,
@@ -153,22 +180,29 @@ async function main(): Promise<void> {
   };
   process.stdout.write(`intake bench on ${store}, ${body.bytes.length} B ${body.event} event; work dir ${workDir}\n`);
 
-  resetPeakRss(service.pid);
-  resetPeakRss(baseline.pid);
+  for (const server of [service, floor, baseline]) resetPeakRss(server.pid);
   const deliveryRounds: DeliveryRound[] = [];
   const deliveryHooks = measureDeliveries(destinationTarget, service.port, receiverClient, benchDestination, deliveryRounds);
-  const rounds = await runClosedLoop([serviceTarget, destinationTarget, baselineTarget, githubTarget], settings, deliveryHooks);
+  const closedLoopTargets = [floorTarget, serviceTarget, destinationTarget, baselineTarget, githubTarget];
+  const rounds = await runClosedLoop(wrk, closedLoopTargets, settings, deliveryHooks);
   const servicePeakRssMb = peakRssMb(service.pid);
+  const floorPeakRssMb = peakRssMb(floor.pid);
   const baselinePeakRssMb = peakRssMb(baseline.pid);
   const serviceSummary = summarize(rounds, 'service');
+  const floorSummary = summarize(rounds, 'floor');
   const baselineSummary = summarize(rounds, 'baseline');
   const githubSummary = summarize(rounds, 'github source');
   const destinationSummary = summarize(rounds, destinationTarget.name);
   const maxRate = serviceSummary.requestsPerSecond;
+  const toFloor = (requestsPerSecond: number) => Math.round((requestsPerSecond / floorSummary.requestsPerSecond) * 100) / 100;
+
+  await sleep(2_000);
+  process.stdout.write(`  concurrency curve: ${settings.curveConnections.join(', ')} connections, ${settings.curveSeconds} s each\n`);
+  const curve = await runConcurrencyCurve(wrk, [floorTarget, serviceTarget], settings.curveConnections, settings.curveSeconds);
 
   await sleep(2_000);
   process.stdout.write(`  open loop at ${Math.round(maxRate / 2)}/s for ${settings.seconds * 2} s\n`);
-  const openLoop = await startOpenLoop(serviceTarget, {
+  const openLoop = await startOpenLoopProcess(serviceTarget, {
     ratePerSecond: maxRate / 2,
     seconds: settings.seconds * 2,
     maxConnections: 256,
@@ -180,13 +214,11 @@ async function main(): Promise<void> {
   const accepted = new AcceptedLog();
   const arrivalsFrom = await receiverClient.count();
   const shedBeforeLag = await claimsShed(service.port);
-  const lagLoad = await startOpenLoop(destinationTarget, {
-    ratePerSecond: maxRate / 2,
-    seconds: settings.seconds * 2,
-    maxConnections: 256,
-    timeoutMs: SENDER_TIMEOUT_MS,
-    onAnswer: accepted.onAnswer,
-  }).finished;
+  const lagLoad = await startOpenLoopProcess(
+    destinationTarget,
+    { ratePerSecond: maxRate / 2, seconds: settings.seconds * 2, maxConnections: 256, timeoutMs: SENDER_TIMEOUT_MS },
+    accepted,
+  ).finished;
   const lagClaimsShed = (await claimsShed(service.port)) - shedBeforeLag;
   const lagDrain = await benchDestination.drain(DRAIN_MAX_MS);
   const lag = lagOf(accepted, await receiverClient.arrivals(arrivalsFrom));
@@ -203,7 +235,7 @@ async function main(): Promise<void> {
   });
   const overloadPeakRssMb = peakRssMb(service.pid);
   const aliveAfter = service.child.exitCode === null && (await fetch(`http://127.0.0.1:${service.port}/healthz`)).ok;
-  const during = loadBetween(loadAtStart, sampleLoad([service.pid, baseline.pid, receiver.pid], store === 'postgres'));
+  const during = loadBetween(loadAtStart, sampleLoad([service.pid, floor.pid, baseline.pid, receiver.pid], store === 'postgres'));
 
   running.splice(running.indexOf(service), 1);
   const serviceExitCode = await stopServer(service);
@@ -222,14 +254,19 @@ async function main(): Promise<void> {
     settings,
     closedLoop: {
       rounds,
+      floor: floorSummary,
       service: serviceSummary,
       baseline: baselineSummary,
+      serviceToFloor: toFloor(maxRate),
+      baselineToFloor: toFloor(baselineSummary.requestsPerSecond),
       serviceToBaseline: Math.round((maxRate / baselineSummary.requestsPerSecond) * 100) / 100,
       githubSource: githubSummary,
       githubSourceToService: Math.round((githubSummary.requestsPerSecond / maxRate) * 100) / 100,
       servicePeakRssMb,
+      floorPeakRssMb,
       baselinePeakRssMb,
     },
+    curve,
     openLoop,
     destinations: {
       maxInFlight: destinationMaxInFlight,
@@ -247,7 +284,7 @@ async function main(): Promise<void> {
       lag: { ...lag, drain: lagDrain, claimsShed: lagClaimsShed },
       receivedTotal: await receiverClient.count(),
     },
-    overload: { ...overload, peakRssMb: overloadPeakRssMb, aliveAfter },
+    overload: { ...overload, shares: overloadShares(overload), peakRssMb: overloadPeakRssMb, aliveAfter },
     serviceExitCode,
   };
   const path = writeResults(root, results, args.label);

@@ -1,0 +1,110 @@
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import type { LoadTarget } from './closed-loop.js';
+
+/*
+ * The closed loop's load generator: wrk (C, one thread), in a process of its own. A Node
+ * generator in the bench's process took most of a core of this 2-core machine from the
+ * servers it measured; wrk needs far less for the same load.
+ */
+
+/** Where Debian's package puts it. */
+const WRK = '/usr/bin/wrk';
+const SCRIPT = fileURLToPath(new URL('../bench/wrk/post.lua', import.meta.url));
+
+/** One wrk run, as bench/wrk/post.lua reports it. Latencies in ms, to 0.01 ms (wrk keeps µs). */
+export interface WrkResult {
+  seconds: number;
+  /** Answers of any status. */
+  answered: number;
+  /** Answers of status 400 and above: wrk's own count (post.lua says why). */
+  non2xx: number;
+  /** Connections that failed or broke, and requests unanswered after the timeout. */
+  errors: number;
+  latencyMs: { p50: number; p99: number; p99_9: number; max: number };
+}
+
+/** What post.lua's done() prints. */
+interface WrkReport {
+  durationUs: number;
+  requests: number;
+  non2xx: number;
+  errors: { connect: number; read: number; write: number; timeout: number };
+  latencyUs: { p50: number; p99: number; p99_9: number; max: number };
+}
+
+/** Runs wrk against targets, with each body in a file of the run's work dir (wrk reads it in Lua). */
+export class Wrk {
+  private readonly bodyFiles = new Map<Buffer, string>();
+
+  private constructor(
+    private readonly workDir: string,
+    private readonly timeoutSeconds: number,
+  ) {}
+
+  /**
+   * Installs wrk when it is missing (Debian's package, as CI installs Chromium), so a fresh
+   * machine runs the bench as it is. `timeoutSeconds`: a request unanswered this long
+   * counts as an error and is left out of the latencies.
+   */
+  static async prepare(workDir: string, timeoutSeconds: number): Promise<Wrk> {
+    if (!existsSync(WRK)) await installWrk();
+    return new Wrk(workDir, timeoutSeconds);
+  }
+
+  /** `connections` held open for `seconds`, each sending its next request when answered. */
+  async run(target: LoadTarget, connections: number, seconds: number): Promise<WrkResult> {
+    const headers = Object.entries(target.headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]);
+    const args = [
+      ...['-t1', `-c${connections}`, `-d${seconds}s`, `--timeout`, `${this.timeoutSeconds}s`, '-s', SCRIPT],
+      ...headers,
+      target.url,
+      ...['--', this.bodyFile(target.body)],
+    ];
+    const { stdout } = await promisify(execFile)(WRK, args);
+    const line = stdout.split('\n').find((candidate) => candidate.startsWith('{'));
+    if (line === undefined) throw new Error(`wrk printed no JSON line:\n${stdout}`);
+    const report = JSON.parse(line) as WrkReport;
+    const ms = (us: number) => Math.round(us / 10) / 100;
+    return {
+      seconds: report.durationUs / 1e6,
+      answered: report.requests,
+      non2xx: report.non2xx,
+      errors: report.errors.connect + report.errors.read + report.errors.write + report.errors.timeout,
+      latencyMs: {
+        p50: ms(report.latencyUs.p50),
+        p99: ms(report.latencyUs.p99),
+        p99_9: ms(report.latencyUs.p99_9),
+        max: ms(report.latencyUs.max),
+      },
+    };
+  }
+
+  private bodyFile(body: Buffer): string {
+    let path = this.bodyFiles.get(body);
+    if (path === undefined) {
+      path = `${this.workDir}/wrk-body-${this.bodyFiles.size}`;
+      writeFileSync(path, body);
+      this.bodyFiles.set(body, path);
+    }
+    return path;
+  }
+}
+
+async function installWrk(): Promise<void> {
+  process.stdout.write(`${WRK} is missing: apt-get install -y wrk\n`);
+  const aptGet = (...args: string[]) =>
+    new Promise<number | null>((resolve) => {
+      const child = spawn('apt-get', args, { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+      child.once('error', () => resolve(null));
+      child.once('exit', resolve);
+    });
+  // The package lists of a fresh machine may be empty or stale; a failed update leaves
+  // the install to say what is wrong.
+  await aptGet('update', '-qq');
+  if ((await aptGet('install', '-y', '-qq', 'wrk')) !== 0 || !existsSync(WRK)) {
+    throw new Error(`could not install wrk (apt-get install -y wrk, as root); the closed loop needs ${WRK}`);
+  }
+}
