@@ -22,7 +22,7 @@ import { DestinationSender } from './destinations/sender.js';
 import { AdmissionGate } from './intake/admission.js';
 import { AuthFailureLimiter } from './intake/auth-failures.js';
 import { Authenticator } from './intake/authenticate.js';
-import { GroupCommitWriter } from './intake/group-commit.js';
+import { GroupCommitWriter, type GroupCommitOptions } from './intake/group-commit.js';
 import { KeyCache } from './intake/key-cache.js';
 import { LastUsedTracker } from './intake/last-used.js';
 import { RetentionJob } from './ops/retention.js';
@@ -52,6 +52,20 @@ export interface AppDeps {
   /** The delivery workers' settings; tests give a clock, or `start: false` to drive them with runOnce. */
   delivery?: Partial<DispatcherOptions> & { start?: boolean };
 }
+
+/**
+ * How intake's writes are grouped, by database. SQLite's commit thread writes one group after
+ * another on its one connection: with groups of at most 32 and four of them handed to it at
+ * once, the event loop answers and refills the connections a group at a time, instead of
+ * every connection waiting in two large groups while the event loop idles, then all of them
+ * at once while the thread idles (+20 % at 64 connections: docs/performance.md, "Intake
+ * against the durable floor"). On PostgreSQL each group in flight is a transaction on a
+ * connection of its own: two, as large as what has queued.
+ */
+const GROUP_SHAPES: Record<Store['dialect'], Pick<GroupCommitOptions, 'maxInFlight' | 'maxBatch'>> = {
+  sqlite: { maxInFlight: 4, maxBatch: 32 },
+  postgres: { maxInFlight: 2, maxBatch: 500 },
+};
 
 /** Builds the whole service without listening: main.ts listens, tests inject. */
 export async function buildApp(deps: AppDeps): Promise<AppInstance> {
@@ -97,6 +111,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     {
       maxQueued: config.writeQueueMax,
       maxQueuedBytes: config.writeQueueMaxBytes,
+      ...GROUP_SHAPES[store.dialect],
       // The outbox rows are in the same commit: the dispatcher can claim them at once, and
       // send them from memory without reading the bodies back.
       onAccepted: (webhooks) => dispatcher.committed(webhooks),

@@ -6,6 +6,7 @@ import { Management } from '../src/services/management.js';
 import type { SourceInput } from '../src/sources/settings.js';
 import type { Store } from '../src/store/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { scrape } from './support/metrics.js';
 import { ADMISSION_GATE_OFF, TEST_SECRETS_KEY } from './support/processes.js';
 import { parseSecretsKeys, SecretBox } from '../src/domain/secret-box.js';
 
@@ -128,4 +129,20 @@ export function stallCommits(store: Store): () => void {
     return commit(webhooks, logs);
   });
   return release;
+}
+
+/**
+ * With the store's commits stalled (stallCommits), sends webhooks one at a time until one
+ * waits in the writer's queue (`intake_write_queue_depth` 1): every group the writer may hand
+ * the store at once is then with it, whatever the database's group shape. Returns the
+ * answers still to come, the last of them the queued one's.
+ */
+export async function fillGroupsInFlight<T>(app: AppInstance, send: () => Promise<T>): Promise<Array<Promise<T>>> {
+  const sent: Array<Promise<T>> = [];
+  for (let i = 0; i < 20; i++) {
+    sent.push(send());
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    if ((await scrape(app)).value('intake_write_queue_depth') === 1) return sent;
+  }
+  throw new Error(`${sent.length} webhooks sent, and none waits in the writer's queue: are commits stalled?`);
 }

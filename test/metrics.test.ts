@@ -7,7 +7,7 @@ import { afterEach, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { newId } from '../src/domain/ids.js';
 import { newSigningSecret } from '../src/destinations/signing.js';
-import { buildTestApp, sendWebhook, stallCommits, testSecretBox, waitFor, type TestApp } from './helpers.js';
+import { buildTestApp, fillGroupsInFlight, sendWebhook, stallCommits, testSecretBox, waitFor, type TestApp } from './helpers.js';
 import { managementKey, PASSWORD } from './support/api.js';
 import { testDialect } from './support/databases.js';
 import { scrape, scrapeUrl, type Scrape } from './support/metrics.js';
@@ -142,21 +142,16 @@ describe(`/metrics (${testDialect()})`, () => {
     expect((await send()).statusCode).toBe(503);
     await pause(30);
 
-    // The database stalls: two groups go to the store, a third webhook waits, a fourth finds the queue full.
+    // The database stalls: the groups the writer may have in flight go to the store, the next webhook waits, another finds the queue full.
     const release = stallCommits(t.store);
-    const queued = [send()];
-    await pause(20);
-    queued.push(send());
-    await pause(20);
-    queued.push(send());
-    await pause(20);
+    const queued = await fillGroupsInFlight(t.app, send);
     const waiting = await scrape(t.app);
     expect(waiting.value('intake_write_queue_depth')).toBe(1);
     expect(waiting.value('intake_write_queue_bytes')).toBeGreaterThan(0);
     expect(waiting.value('intake_write_queue_oldest_seconds')).toBeGreaterThan(0);
     expect((await send()).statusCode).toBe(503);
     release();
-    expect((await Promise.all(queued)).map((answer) => answer.statusCode)).toEqual([202, 202, 202]);
+    expect((await Promise.all(queued)).map((answer) => answer.statusCode)).toEqual(queued.map(() => 202));
 
     const after = await scrape(t.app);
     expect(moved(before, after, 'intake_requests_shed_total', { bound: 'event_loop_lag' })).toBe(1);
