@@ -55,16 +55,17 @@ export interface AppDeps {
 
 /**
  * How intake's writes are grouped, by database. SQLite's commit thread writes one group after
- * another on its one connection: with groups of at most 32 and four of them handed to it at
- * once, the event loop answers and refills the connections a group at a time, instead of
- * every connection waiting in two large groups while the event loop idles, then all of them
- * at once while the thread idles (+20 % at 64 connections: docs/performance.md, "Intake
- * against the durable floor"). On PostgreSQL each group in flight is a transaction on a
+ * another on its one connection: with four groups handed to it at once and what has queued
+ * spread over them (32 webhooks a group at least), the event loop answers and refills the
+ * connections a group at a time, instead of every connection waiting in two large groups
+ * while the event loop idles, then all of them at once while the thread idles (+20 % at 64
+ * connections: docs/performance.md, "Intake against the durable floor"). A deep queue still
+ * goes in groups of up to 500. On PostgreSQL each group in flight is a transaction on a
  * connection of its own: two, as large as what has queued.
  */
-const GROUP_SHAPES: Record<Store['dialect'], Pick<GroupCommitOptions, 'maxInFlight' | 'maxBatch'>> = {
-  sqlite: { maxInFlight: 4, maxBatch: 32 },
-  postgres: { maxInFlight: 2, maxBatch: 500 },
+const GROUP_SHAPES: Record<Store['dialect'], Pick<GroupCommitOptions, 'maxInFlight' | 'minSpread'>> = {
+  sqlite: { maxInFlight: 4, minSpread: 32 },
+  postgres: { maxInFlight: 2 },
 };
 
 /** Builds the whole service without listening: main.ts listens, tests inject. */

@@ -598,6 +598,25 @@ describe('GroupCommitWriter', () => {
     await Promise.all(outcomes);
   });
 
+  test('minSpread: what has queued is spread over the groups in flight, at least minSpread each, at most maxBatch', async () => {
+    const { store, seeded, commits } = await setup();
+    const writer = new GroupCommitWriter(store, { maxQueued: 1000, maxQueuedBytes: 1 << 20, maxInFlight: 2, minSpread: 3, maxBatch: 10 }, logger);
+    const sizes = () => commits.mock.calls.map(([webhooks]) => webhooks.length);
+
+    // A short queue: groups of minSpread, the rest in the last.
+    let outcomes = Array.from({ length: 5 }, () => writer.submit(webhook(seeded)));
+    await writer.drain();
+    expect(sizes()).toEqual([3, 2]);
+
+    // A deep queue: spread over the two groups in flight, each at most maxBatch.
+    commits.mockClear();
+    outcomes = outcomes.concat(Array.from({ length: 30 }, () => writer.submit(webhook(seeded))));
+    await writer.drain();
+    expect(sizes().slice(0, 2)).toEqual([10, 10]);
+    expect(sizes().reduce((sum, size) => sum + size, 0)).toBe(30);
+    expect((await Promise.all(outcomes)).every((outcome) => outcome.kind === 'accepted')).toBe(true);
+  });
+
   test('a log row alone is written with the next group', async () => {
     const { store, seeded, commits } = await setup();
     const writer = new GroupCommitWriter(store, { maxQueued: 10, maxQueuedBytes: 1 << 20 }, logger);

@@ -11,6 +11,14 @@ export interface GroupCommitOptions {
   /** Webhooks in one transaction at most. */
   maxBatch?: number;
   /**
+   * Spreads what has queued over the groups that may be in flight, this many webhooks to a
+   * group at least (and maxBatch at most). Under light load the groups stay small, so the
+   * database and the event loop take turns a little at a time instead of every connection
+   * waiting in one or two large groups; a deep queue still goes in large groups, one fsync
+   * for many. Absent: each group takes as much as maxBatch allows.
+   */
+  minSpread?: number;
+  /**
    * Groups being written at once at most. Two keep the database busy: the next group is
    * ready when the last one commits instead of being sent only after its answers.
    */
@@ -172,7 +180,7 @@ export class GroupCommitWriter {
         return;
       }
       if (this.queue.length === 0 && this.logs.length === 0) break;
-      const group = this.queue.splice(0, this.maxBatch);
+      const group = this.queue.splice(0, this.nextGroupSize());
       const logs = this.logs.splice(0, this.logs.length);
       for (const waiting of group) this.queuedBytes -= waiting.webhook.rawBody.length;
       this.track(this.writeGroup(group, logs));
@@ -180,6 +188,12 @@ export class GroupCommitWriter {
     if (this.inFlight > 0) return;
     if (this.held.length > 0) this.retryLater();
     for (const resolve of this.idle.splice(0)) resolve();
+  }
+
+  private nextGroupSize(): number {
+    const { minSpread } = this.options;
+    if (minSpread === undefined) return this.maxBatch;
+    return Math.min(this.maxBatch, Math.max(minSpread, Math.ceil(this.queue.length / this.maxInFlight)));
   }
 
   /** Counts a write in flight; when it ends, whatever queued meanwhile is sent at once. */
