@@ -1,29 +1,44 @@
-import { randomFillSync } from 'node:crypto';
+import { randomBytes, randomFillSync } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
 /**
- * CSPRNG bytes drawn 4 KiB at a time and handed out once each: every request takes an id, and
- * one call into OpenSSL per id cost about 4 % of the event loop under load (as `uuid` does
- * for its v7 ids). Bytes are never handed out twice.
+ * `length` base62 characters from the CSPRNG, uniform (bytes ≥ 248 are redrawn, not folded),
+ * drawn fresh from randomBytes: for secrets (API keys, integration keys).
  */
-const pool = Buffer.alloc(4096);
-let poolOffset = pool.length;
-
-function randomByte(): number {
-  if (poolOffset === pool.length) {
-    randomFillSync(pool);
-    poolOffset = 0;
-  }
-  return pool[poolOffset++]!;
+export function randomBase62(length: number): string {
+  let bytes = randomBytes(length * 2);
+  let next = 0;
+  return base62Characters(length, () => {
+    if (next === bytes.length) {
+      bytes = randomBytes(length * 2);
+      next = 0;
+    }
+    return bytes[next++]!;
+  });
 }
 
-/** `length` base62 characters from the CSPRNG, uniform (bytes ≥ 248 are redrawn, not folded). */
-export function randomBase62(length: number): string {
+/**
+ * CSPRNG bytes for ids, drawn 4 KiB at a time and handed out once each: every request takes
+ * an id, and one call into OpenSSL per id cost about 4 % of the event loop under load (as
+ * `uuid` pools its bytes for v7 ids). Ids are not secrets; keys still draw fresh bytes.
+ */
+const idBytes = Buffer.alloc(4096);
+let idBytesUsed = idBytes.length;
+
+function nextIdByte(): number {
+  if (idBytesUsed === idBytes.length) {
+    randomFillSync(idBytes);
+    idBytesUsed = 0;
+  }
+  return idBytes[idBytesUsed++]!;
+}
+
+function base62Characters(length: number, nextByte: () => number): string {
   let out = '';
   while (out.length < length) {
-    const byte = randomByte();
+    const byte = nextByte();
     if (byte < 248) out += BASE62[byte % 62];
   }
   return out;
@@ -44,7 +59,7 @@ export type IdPrefix = 'cmp' | 'usr' | 'int' | 'key' | 'req' | 'aud' | 'inv' | '
 
 /** A new id with its type prefix, as Stripe and Svix do: `int_4Fh2…`. */
 export function newId(prefix: IdPrefix): string {
-  return `${prefix}_${randomBase62(22)}`;
+  return `${prefix}_${base62Characters(22, nextIdByte)}`;
 }
 
 /**
@@ -54,7 +69,7 @@ export function newId(prefix: IdPrefix): string {
  * until the year 8000), then 14 random ones (83 bits).
  */
 export function newTimeOrderedId(prefix: IdPrefix, at: number): string {
-  return `${prefix}_${toBase62(Math.max(0, Math.floor(at)), 8)}${randomBase62(14)}`;
+  return `${prefix}_${toBase62(Math.max(0, Math.floor(at)), 8)}${base62Characters(14, nextIdByte)}`;
 }
 
 /** Whether `value` looks like an id of this type (checked before any lookup). */
