@@ -34,7 +34,7 @@ const { values: args } = parseArgs({
 const root = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
 const dist = (path: string) => import(pathToFileURL(`${root}/dist/${path}`).href);
 const { openStore } = await dist('store/open-store.js');
-const { newId, newIntegrationKey, newWebhookUuid } = await dist('domain/ids.js');
+const { newId, newIntegrationKey, newTimeOrderedId, newWebhookUuid } = await dist('domain/ids.js');
 
 const COUNT = Number(args.count);
 const REPEATS = Number(args.repeats);
@@ -69,7 +69,7 @@ function pendingWebhook(tenant: Tenant) {
   return {
     uuid: newWebhookUuid(), companyId: tenant.companyId, integrationId: tenant.integrationId, keyId: 'key_bench', event: 'push', receivedAt,
     rawBody: BODY, bodySha256: null, headers: HEADERS, sourceIp: '127.0.0.1', idempotencyKey: null, payloadFormat: 'envelope',
-    log: { id: newId('req'), companyId: tenant.companyId, integrationId: tenant.integrationId, receivedAt, method: 'POST', keyId: 'key_bench', ip: '127.0.0.1', userAgent: 'GitHub-Hookshot/044aadd', sizeBytes: BODY.length, startedAt: performance.now() },
+    log: { id: newTimeOrderedId('req', receivedAt), companyId: tenant.companyId, integrationId: tenant.integrationId, receivedAt, method: 'POST', keyId: 'key_bench', ip: '127.0.0.1', userAgent: 'GitHub-Hookshot/044aadd', sizeBytes: BODY.length, startedAt: performance.now() },
   };
 }
 
@@ -211,5 +211,5 @@ process.stdout.write('\nThe event loop\'s parts of one webhook:\n');
 process.stdout.write(`${microseconds(() => JSON.parse(text)).toFixed(2).padStart(7)} µs  JSON.parse of the body\n`);
 process.stdout.write(`${microseconds(() => BODY.toString('utf8')).toFixed(2).padStart(7)} µs  the body's bytes to a string\n`);
 process.stdout.write(`${microseconds(() => newWebhookUuid()).toFixed(2).padStart(7)} µs  a webhook uuid (v7)\n`);
-process.stdout.write(`${microseconds(() => newId('req')).toFixed(2).padStart(7)} µs  a request-log id\n`);
+process.stdout.write(`${microseconds(() => newTimeOrderedId('req', Date.now())).toFixed(2).padStart(7)} µs  a request-log id\n`);
 process.stdout.write(`${(microseconds(() => structuredClone(group)) / GROUP).toFixed(2).padStart(7)} µs  its share of a group's structured clone (posting it to the commit thread)\n`);
