@@ -19,9 +19,10 @@
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import SQLite from 'better-sqlite3';
+import { median } from './closed-loop.js';
 import { loadEventBody } from './event-body.js';
 
 const { values: args } = parseArgs({
@@ -31,7 +32,7 @@ const { values: args } = parseArgs({
     'body-bytes': { type: 'string' },
   },
 });
-const root = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
+const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 const dist = (path: string) => import(pathToFileURL(`${root}/dist/${path}`).href);
 const { openStore } = await dist('store/open-store.js');
 const { newId, newIntegrationKey, newTimeOrderedId, newWebhookUuid } = await dist('domain/ids.js');
@@ -92,6 +93,8 @@ interface PreparedOptions {
   synchronousOff?: boolean;
   /** wal_autocheckpoint=0: no commit copies the WAL back into the database file (another connection would). */
   noCheckpoints?: boolean;
+  /** Random request-log ids, as before they were time-ordered: each row lands on a page of the key of its own. */
+  randomLogIds?: boolean;
 }
 
 /** The store's statements, prepared once; options take parts away. */
@@ -121,7 +124,7 @@ async function prepared(options: PreparedOptions): Promise<number> {
       if (options.without?.requestLog) return;
       for (const w of group) {
         const l = w.log;
-        log.run(l.id, l.companyId, l.integrationId, l.receivedAt, l.method, 202, null, l.keyId, l.ip, l.userAgent, l.sizeBytes, 1.5, w.uuid, null);
+        log.run(options.randomLogIds ? newId('req') : l.id, l.companyId, l.integrationId, l.receivedAt, l.method, 202, null, l.keyId, l.ip, l.userAgent, l.sizeBytes, 1.5, w.uuid, null);
       }
     });
     const started = performance.now();
@@ -173,7 +176,9 @@ function microseconds(work: () => unknown): number {
 }
 
 const probe = await freshDatabase();
-const indexes = (new SQLite(probe.path, { readonly: true }).prepare("select name from sqlite_master where type = 'index' and tbl_name in ('webhooks', 'request_log') and name not like 'sqlite_autoindex%'").all() as Array<{ name: string }>).map((row) => row.name);
+const schemaReader = new SQLite(probe.path, { readonly: true });
+const indexes = (schemaReader.prepare("select name from sqlite_master where type = 'index' and tbl_name in ('webhooks', 'request_log') and name not like 'sqlite_autoindex%'").all() as Array<{ name: string }>).map((row) => row.name);
+schemaReader.close();
 await probe.store.close();
 probe.drop();
 
@@ -187,6 +192,7 @@ const variants: Array<[string, () => Promise<number>]> = [
   [`  without all of those (${indexes.length} indexes, log row, feed, lookup)`, () => prepared({ dropIndexes: indexes, without: { requestLog: true, feed: true, outboxLookup: true } })],
   ['  synchronous=OFF (no fsync)', () => prepared({ synchronousOff: true })],
   ['  wal_autocheckpoint=0 (checkpoints left to another connection)', () => prepared({ noCheckpoints: true })],
+  ['  with random request-log ids (the code before they were time-ordered)', () => prepared({ randomLogIds: true })],
   ['floor schema, prepared', floorSchema],
 ];
 
@@ -196,7 +202,6 @@ for (let repeat = 0; repeat < REPEATS; repeat++) {
   const order = repeat % 2 === 0 ? variants : [...variants].reverse();
   for (const [name, run] of order) results.get(name)!.push(await run());
 }
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const reference = median(results.get('prepared, as the store')!);
 for (const [name, values] of results) {
   const us = median(values);

@@ -1,5 +1,5 @@
 /*
- * `npm run bench [-- --postgres] [--rounds N] [--seconds S] [--connections C] [--max-in-flight N] [--label L]`
+ * `npm run bench [-- --postgres] [--rounds N] [--seconds S] [--connections C] [--max-in-flight N] [--label L] [--body push|small] [--service-root DIR]`
  *
  * One intake node (`node dist/main.js`) on a fresh database, and beside it a durable floor
  * (floor.ts: node:http, group commit of two rows a webhook, on a fresh database of the same
@@ -45,7 +45,7 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '10' },
     connections: { type: 'string', default: '64' },
-    // The destination's requests in flight at most: 10 is what the API gives by default.
+    // The destination's requests in flight at most: 100 is what the API gives by default.
     'max-in-flight': { type: 'string', default: '100' },
     // Added to the result's file name, so a run does not replace the day's committed one.
     label: { type: 'string' },
@@ -57,6 +57,7 @@ const { values: args } = parseArgs({
   },
 });
 const serviceRoot = args['service-root'] ?? root;
+if (args.body !== 'push' && args.body !== 'small') throw new Error(`--body is push or small, not ${args.body}`);
 const settings = {
   generator: 'wrk -t1',
   rounds: Number(args.rounds),

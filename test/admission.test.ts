@@ -2,17 +2,9 @@ import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { AdmissionGate } from '../src/intake/admission.js';
-import { buildTestApp, fillGroupsInFlight, sendWebhook, stallCommits, waitFor, type TestApp, type TestTenant } from './helpers.js';
+import { blockLoop, buildTestApp, fillGroupsInFlight, sendWebhook, stallCommits, waitFor, type TestApp, type TestTenant } from './helpers.js';
 import { scrape } from './support/metrics.js';
 import { answerAfter, exchange, openConnection, type RawResponse } from './support/raw-http.js';
-
-/** Holds the event loop in one turn, as a burst of requests does under overload. */
-function blockLoop(ms: number): void {
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    // busy: no timer can run
-  }
-}
 
 /** Lets the loop turn, so the gate's timer records it. */
 function letLoopTurn(): Promise<void> {
@@ -47,10 +39,10 @@ describe('AdmissionGate', () => {
     expect(gate.admit()).toBe(true);
     blockLoop(150);
     expect([gate.admit(), gate.admit()]).toEqual([false, false]);
-    expect(gate.shed).toBe(2);
+    expect(gate.shedBy).toEqual({ event_loop_lag: 2, queue_wait: 0 });
     await letLoopTurn();
     expect(gate.admit()).toBe(true);
-    expect(gate.shed).toBe(2);
+    expect(gate.shedBy).toEqual({ event_loop_lag: 2, queue_wait: 0 });
   });
 
   test('a turn shorter than the bound is not overload', async () => {
@@ -68,7 +60,7 @@ describe('AdmissionGate', () => {
     expect(gate.admit()).toBe(false);
     waitedMs = 100;
     expect(gate.admit()).toBe(true);
-    expect(gate.shed).toBe(1);
+    expect(gate.shedBy).toEqual({ event_loop_lag: 0, queue_wait: 1 });
     const unbounded = new AdmissionGate(0, { maxWaitMs: 0, waitMs: () => 60_000 });
     expect(unbounded.overloaded()).toBe(false);
   });
@@ -81,7 +73,7 @@ describe('AdmissionGate', () => {
     expect(off.overloaded()).toBe(false);
     expect(stopped.overloaded()).toBe(false);
     expect(off.admit()).toBe(true);
-    expect(off.shed).toBe(0);
+    expect(off.shedBy).toEqual({ event_loop_lag: 0, queue_wait: 0 });
   });
 });
 

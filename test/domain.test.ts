@@ -608,7 +608,15 @@ describe('GroupCommitWriter', () => {
     await writer.drain();
     expect(sizes()).toEqual([3, 2]);
 
-    // A deep queue: spread over the two groups in flight, each at most maxBatch.
+    // A deeper queue: spread over the two groups in flight (a writer filling each group to
+    // maxBatch would send 10 first).
+    commits.mockClear();
+    outcomes = outcomes.concat(Array.from({ length: 14 }, () => writer.submit(webhook(seeded))));
+    await writer.drain();
+    expect(sizes()[0]).toBe(7);
+    expect(sizes().reduce((sum, size) => sum + size, 0)).toBe(14);
+
+    // A deep queue: each group at most maxBatch.
     commits.mockClear();
     outcomes = outcomes.concat(Array.from({ length: 30 }, () => writer.submit(webhook(seeded))));
     await writer.drain();

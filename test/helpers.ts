@@ -146,3 +146,11 @@ export async function fillGroupsInFlight<T>(app: AppInstance, send: () => Promis
   }
   throw new Error(`${sent.length} webhooks sent, and none waits in the writer's queue: are commits stalled?`);
 }
+
+/** Holds the event loop in one turn, as a burst of requests does under overload. */
+export function blockLoop(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // busy: no timer can run
+  }
+}

@@ -80,7 +80,7 @@ export class DeliveryDispatcher {
   private running = false;
   private readonly opened = new Map<string, string>();
   /** Bodies of webhooks committed here, by uuid, oldest first (a Map keeps insertion order). */
-  private readonly recent = new Map<string, WebhookBody>();
+  private readonly recent = new Map<string, PendingWebhook>();
   private recentBytes = 0;
   private readonly sends = new Set<Promise<void>>();
   private readonly now: () => number;
@@ -112,18 +112,16 @@ export class DeliveryDispatcher {
 
   /** A group of webhooks committed here: their bodies are kept for their deliveries, which may be due now. */
   committed(webhooks: readonly PendingWebhook[]): void {
+    // Kept as they are: most are never delivered (their company has no destination), so
+    // nothing is parsed or copied on intake's path; bodiesOf reads what a delivery needs.
     for (const webhook of webhooks) {
-      this.recent.set(webhook.uuid, {
-        rawBody: webhook.rawBody,
-        contentType: keptContentType(webhook.headers),
-        payloadFormat: webhook.payloadFormat ?? 'envelope',
-      });
-      this.recentBytes += webhook.rawBody.length;
+      this.recent.set(webhook.uuid, webhook);
+      this.recentBytes += keptBytes(webhook);
     }
-    for (const [uuid, body] of this.recent) {
+    for (const [uuid, kept] of this.recent) {
       if (this.recentBytes <= RECENT_BODY_BYTES) break;
       this.recent.delete(uuid);
-      this.recentBytes -= body.rawBody.length;
+      this.recentBytes -= keptBytes(kept);
     }
     this.nudge();
   }
@@ -234,8 +232,8 @@ export class DeliveryDispatcher {
     const bodies = new Map<string, WebhookBody>();
     const missing = [];
     for (const delivery of claimed) {
-      const body = this.recent.get(delivery.webhookUuid);
-      if (body) bodies.set(delivery.webhookUuid, body);
+      const webhook = this.recent.get(delivery.webhookUuid);
+      if (webhook) bodies.set(delivery.webhookUuid, bodyOf(webhook));
       else missing.push({ companyId: delivery.companyId, uuid: delivery.webhookUuid, receivedAt: delivery.webhookReceivedAt });
     }
     if (missing.length > 0) for (const { uuid, ...body } of await this.store.readWebhookBodies(missing)) bodies.set(uuid, body);
@@ -336,4 +334,17 @@ export class DeliveryDispatcher {
     }
     return value;
   }
+}
+
+/**
+ * What a kept webhook costs the bound: its body and headers, and its objects (about 512
+ * bytes), so a flood of tiny webhooks is bounded in count as well.
+ */
+function keptBytes(webhook: PendingWebhook): number {
+  return webhook.rawBody.length + webhook.headers.length + 512;
+}
+
+/** What a delivery sends of a webhook committed here: its body, as it arrived. */
+function bodyOf(webhook: PendingWebhook): WebhookBody {
+  return { rawBody: webhook.rawBody, contentType: keptContentType(webhook.headers), payloadFormat: webhook.payloadFormat ?? 'envelope' };
 }

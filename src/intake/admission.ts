@@ -65,11 +65,6 @@ export class AdmissionGate {
     return false;
   }
 
-  /** Requests refused since start, whatever the bound. */
-  get shed(): number {
-    return this.shedBy.event_loop_lag + this.shedBy.queue_wait;
-  }
-
   private boundReached(now: number, share: number): OverloadBound | undefined {
     if (this.timer !== undefined && now - this.lastTurnAt - TURN_INTERVAL_MS > this.maxLagMs * share) return 'event_loop_lag';
     const queue = this.writeQueue;

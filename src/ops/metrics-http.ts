@@ -1,10 +1,10 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { AppInstance } from '../app-instance.js';
 import type { Config } from '../config.js';
 import { AppError, errorBody } from '../errors.js';
 import { clientErrorHandler, hardenedServerFactory, securityHeaders } from '../http-hardening.js';
+import { sameSecret } from '../sources/providers/shared.js';
 import type { Metrics } from './metrics.js';
 
 /**
@@ -24,7 +24,6 @@ export function observeRequests(app: AppInstance, metrics: Metrics): void {
 
 /** GET /metrics on `app`: the Prometheus text, behind `token` (Authorization: Bearer) when one is set. */
 export function metricsRoute(app: AppInstance, metrics: Metrics, token: string | undefined): void {
-  const expected = token === undefined ? undefined : digest(token);
   app.get(
     '/metrics',
     {
@@ -39,7 +38,7 @@ export function metricsRoute(app: AppInstance, metrics: Metrics, token: string |
       },
     },
     async (request, reply) => {
-      if (expected !== undefined && !bearerMatches(request.headers.authorization, expected)) {
+      if (token !== undefined && !bearerMatches(request.headers.authorization, token)) {
         reply.header('www-authenticate', 'Bearer realm="metrics"');
         throw new AppError('invalid_metrics_token');
       }
@@ -78,15 +77,8 @@ function sendError(error: AppError, request: FastifyRequest, reply: FastifyReply
   return reply.code(error.status).type('application/json; charset=utf-8').send(errorBody(error, request.id));
 }
 
-function digest(value: string): Buffer {
-  return createHash('sha256').update(value).digest();
-}
-
-/**
- * Whether the Authorization header carries the token, compared in constant time: both sides
- * hashed first, so neither the token's length nor its bytes show in the time taken.
- */
-function bearerMatches(header: string | undefined, expected: Buffer): boolean {
+/** Whether the Authorization header carries the token, compared as sameSecret does: neither its length nor its bytes show in the time taken. */
+function bearerMatches(header: string | undefined, token: string): boolean {
   const sent = header === undefined ? undefined : /^Bearer +(\S+) *$/i.exec(header)?.[1];
-  return timingSafeEqual(digest(sent ?? ''), expected);
+  return sameSecret(sent ?? '', token);
 }

@@ -17,7 +17,7 @@ export interface GroupRowWriter {
 /** Rows per multi-row INSERT: well under SQLite's 32,766 and PostgreSQL's 65,535 parameters. */
 export const INSERT_CHUNK = 500;
 
-export function* chunks<T>(items: T[]): Generator<T[]> {
+export function* chunks<T>(items: readonly T[]): Generator<T[]> {
   for (let i = 0; i < items.length; i += INSERT_CHUNK) yield items.slice(i, i + INSERT_CHUNK);
 }
 

@@ -155,7 +155,7 @@ describe('the panel pages', { timeout: 120_000 }, () => {
     await page.getByRole('link', { name: 'Show the usage of every integration' }).click();
     await settled(page, /usage/i);
     expect(new URL(page.url()).search).toBe('');
-    // A malformed id never reaches the API; a deleted one is asked for once per page, and is a 404.
+    // A malformed id never reaches the API; a deleted one is a 404.
     expect(asked.filter((path) => path.startsWith('/api/') && path.includes('nope'))).toEqual([]);
     expectClean(problems, refusals, [SIGNED_OUT_CHECK, { path: `/api/v1/integrations/${gone}`, status: 404 }]);
     await context.close();

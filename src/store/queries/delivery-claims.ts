@@ -75,7 +75,7 @@ async function dueOf(trx: Kysely<Database>, destinationId: string, now: number, 
     .execute();
 }
 
-export type Candidate = Awaited<ReturnType<typeof dueOf>>[number];
+type Candidate = Awaited<ReturnType<typeof dueOf>>[number];
 
 /**
  * Locks the destinations an exchange touches, all in one statement in id order: two
@@ -147,14 +147,19 @@ export async function claimCandidates(
   );
   // Read now that the destinations are locked: a node that held them a moment ago has
   // committed its claims, and these reads no longer see what it took.
+  // Reads bounded in all, whatever the destinations' budgets (max_in_flight up to 1,000
+  // each): no destination can be given more than the claim's limit, and the claim's
+  // candidates are shared out among the destinations, about limit × CANDIDATES_PER_CLAIM.
+  const perDestination = Math.min(options.limit, Math.ceil((options.limit * CANDIDATES_PER_CLAIM) / Math.max(1, destinationIds.length)));
   const usable: Candidate[] = [];
   for (const id of destinationIds) {
-    const room = Math.min(budget.get(id)!, options.limit * CANDIDATES_PER_CLAIM);
+    const room = Math.min(budget.get(id)!, perDestination);
     if (room > 0) usable.push(...(await dueOf(trx, id, now, room)));
   }
   usable.sort((a, b) => Number(a.next_attempt_at) - Number(b.next_attempt_at));
 
   const chosen: Candidate[] = [];
+  const chosenIds = new Set<string>();
   const companyShare = new Map(options.perCompany?.inFlight ?? []);
   // Each company's fair share first, then what room is left, up to the burst.
   for (const cap of options.perCompany ? [options.perCompany.limit, options.perCompany.burst] : [Infinity]) {
@@ -162,10 +167,11 @@ export async function claimCandidates(
       if (chosen.length >= options.limit) break;
       const room = budget.get(candidate.destination_id) ?? 0;
       const share = companyShare.get(candidate.company_id) ?? 0;
-      if (room === 0 || share >= cap || chosen.includes(candidate)) continue;
+      if (room === 0 || share >= cap || chosenIds.has(candidate.id)) continue;
       budget.set(candidate.destination_id, room - 1);
       companyShare.set(candidate.company_id, share + 1);
       chosen.push(candidate);
+      chosenIds.add(candidate.id);
     }
   }
   if (chosen.length === 0) return [];

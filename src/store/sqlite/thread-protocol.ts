@@ -16,7 +16,6 @@ export const THREAD_METHODS = {
     'recordKeyUsage',
     'purgeExpired',
     'exchangeDeliveries',
-    'readWebhookBodies',
     'reconcileHeldDeliveries',
     'replayDelivery',
     'replayDeliveries',
@@ -29,6 +28,9 @@ export const THREAD_METHODS = {
    * the event loop: they are one indexed row each, and intake waits on them.
    */
   read: [
+    // The bodies of claimed deliveries this node does not hold in memory: committed before
+    // their claim, so this connection sees them, and read here rather than beside intake's commits.
+    'readWebhookBodies',
     'listWebhooks',
     'getWebhook',
     'listRequestLog',

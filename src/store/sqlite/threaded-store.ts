@@ -58,9 +58,6 @@ export class ThreadedSqliteStore extends KyselyStore {
   override exchangeDeliveries(...args: Args<'exchangeDeliveries'>) {
     return this.commitThread.call('exchangeDeliveries', ...args);
   }
-  override readWebhookBodies(...args: Args<'readWebhookBodies'>) {
-    return this.commitThread.call('readWebhookBodies', ...args);
-  }
   override reconcileHeldDeliveries(...args: Args<'reconcileHeldDeliveries'>) {
     return this.commitThread.call('reconcileHeldDeliveries', ...args);
   }
@@ -75,6 +72,9 @@ export class ThreadedSqliteStore extends KyselyStore {
   }
 
   // --- the read thread ---
+  override readWebhookBodies(...args: Args<'readWebhookBodies'>) {
+    return this.readThread.call('readWebhookBodies', ...args);
+  }
   override listWebhooks(...args: Args<'listWebhooks'>) {
     return this.readThread.call('listWebhooks', ...args);
   }

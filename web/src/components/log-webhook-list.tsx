@@ -202,7 +202,7 @@ export function WebhookTable({
                     …{row.uuid.slice(-8)}
                   </span>{' '}
                   {/* Copying is not opening the row. */}
-                  <span onClick={(e) => e.stopPropagation()} onKeyDown={(e) => e.stopPropagation()}>
+                  <span onClick={(e) => e.stopPropagation()}>
                     <CopyButton text={row.uuid} name="Copy UUID" />
                   </span>
                 </td>

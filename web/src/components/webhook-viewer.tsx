@@ -11,6 +11,13 @@ import { CopyButton, ErrorMessage, Loading, Time, formatBytes } from './ui';
 import '../pages/logs.css';
 
 /**
+ * Webhooks already read by whoever opens the viewer (the webhooks page reads one to learn a
+ * typed uuid is a webhook): the viewer takes it from here once instead of reading its body
+ * again. A reload reads anew.
+ */
+export const readAhead = new Map<string, WebhookDetail>();
+
+/**
  * One webhook, read from GET /api/v1/webhooks/{uuid}, in a wide dialog: its facts, then
  * tabs for the payload as a collapsible tree, the headers, and the raw body byte for byte.
  * Nothing of the payload is ever HTML: it is all React text.
@@ -28,7 +35,11 @@ export function WebhookViewer({
   onNewer?: () => void;
   onOlder?: () => void;
 }) {
-  const webhook = useApi(() => api.get<WebhookDetail>(`/webhooks/${encodeURIComponent(uuid)}`), [uuid]);
+  const webhook = useApi(() => {
+    const read = readAhead.get(uuid);
+    readAhead.delete(uuid);
+    return read === undefined ? api.get<WebhookDetail>(`/webhooks/${encodeURIComponent(uuid)}`) : Promise.resolve(read);
+  }, [uuid]);
   return (
     <Dialog title="Webhook details" onClose={onClose} wide>
       {(onNewer || onOlder) && (

@@ -6,7 +6,7 @@ import { resolveChoice, textOf, type Choice, type Directory } from './audit-name
 import { AUDIT_ACTIONS } from './company-shared';
 
 export const AUDIT_FILTERS = ['action', 'actor_id', 'target_id', 'since', 'until'] as const;
-export type AuditFilterName = (typeof AUDIT_FILTERS)[number];
+type AuditFilterName = (typeof AUDIT_FILTERS)[number];
 export type AuditFilterValues = Record<AuditFilterName, string | undefined>;
 
 /**

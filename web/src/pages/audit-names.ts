@@ -2,6 +2,7 @@ import { useMemo } from 'react';
 import { api, type Page } from '../api/client';
 import { useApi } from '../api/use-api';
 import { useSession } from '../session';
+import { useIntegrations } from '../components/log-shared';
 import type { AuditRecord, ManagementKey, Member } from './company-shared';
 
 /**
@@ -21,7 +22,7 @@ export interface Directory {
   user(id: string): string | undefined;
   key(id: string): string | undefined;
   /** The current name of an integration, a destination or the company. */
-  named(type: string, id: string): string | undefined;
+  named(id: string): string | undefined;
   /** Who can make a change: members by email, management keys by name and prefix. */
   actors: Choice[];
   /** What a change can be made to: integrations and destinations by name, members, keys, the company. */
@@ -40,13 +41,13 @@ export function useDirectory(): Directory {
     async () => (owner ? (await api.get<Page<ManagementKey>>('/management-keys', { limit: 200 })).data : []),
     [owner],
   );
-  const integrations = useApi(async () => (await api.get<Page<{ id: string; name: string }>>('/integrations', { limit: 200 })).data, []);
+  const integrations = useIntegrations();
   const destinations = useApi(async () => (await api.get<Page<{ id: string; name: string }>>('/destinations', { limit: 200 })).data, []);
   return useMemo(() => {
     const people: Choice[] = (members.data ?? []).map((m) => ({ id: m.user_id, text: m.email, kind: 'member' }));
     const managementKeys: Choice[] = (keys.data ?? []).map((k) => ({
       id: k.id,
-      text: k.name ? `${k.name} (${k.prefix}…)` : `${k.prefix}…`,
+      text: keyText(k.name, k.prefix),
       kind: 'management key',
     }));
     const things: Choice[] = [
@@ -63,11 +64,16 @@ export function useDirectory(): Directory {
     return {
       user: (id) => emails.get(id),
       key: (id) => keyNames.get(id),
-      named: (_type, id) => names.get(id),
+      named: (id) => names.get(id),
       actors: unique([...people, ...managementKeys]),
       targets: unique([...things, ...people, ...managementKeys, ...companyChoice]),
     };
   }, [members.data, keys.data, integrations.data, destinations.data, session.companies, company]);
+}
+
+/** A management key as people know it: its name and prefix, or its prefix alone. */
+function keyText(name: string | null | undefined, prefix: string): string {
+  return name ? `${name} (${prefix}…)` : `${prefix}…`;
 }
 
 /** Two things of one text (an integration and a destination both "Shop") are told apart by their id. */
@@ -109,7 +115,7 @@ export function textOf(id: string | undefined, choices: readonly Choice[]): stri
 /** The name of a named target (integration, destination, company) as a record has it. */
 const NAMED_TYPES = new Set(['integration', 'destination', 'company']);
 
-export interface TargetName {
+interface TargetName {
   /** The name at the time of the change, or the best one known. */
   name?: string;
   /** A rename: the name before it. */
@@ -140,13 +146,13 @@ export function targetName(record: AuditRecord, directory: Directory, recorded: 
     case 'key': {
       const name = text(state.name);
       const prefix = text(state.prefix);
-      return { name: directory.key(id) ?? (prefix ? (name ? `${name} (${prefix}…)` : `${prefix}…`) : name) };
+      return { name: directory.key(id) ?? (prefix ? keyText(name, prefix) : name) };
     }
     default: {
       if (!NAMED_TYPES.has(type)) return {};
       const { before, after } = recordedName(record);
       const then = after ?? before;
-      const current = directory.named(type, id);
+      const current = directory.named(id);
       if (!then) return { name: current ?? recorded.get(`${type} ${id}`) };
       return {
         name: then,

@@ -6,11 +6,12 @@ import { useLiveTail, type LiveStatus } from '../components/live-tail';
 import { ListFooter, param, useQueryState, useTimeRange } from '../components/list-controls';
 import {
   useIntegrations,
+  type WebhookDetail,
   type WebhookSummary,
 } from '../components/log-shared';
 import { LiveIndicator, WebhookFilters, WebhookTable } from '../components/log-webhook-list';
 import { EmptyState, ErrorMessage, Loading, PageHeader, numberFormat } from '../components/ui';
-import { WebhookViewer } from '../components/webhook-viewer';
+import { readAhead, WebhookViewer } from '../components/webhook-viewer';
 import { useSession } from '../session';
 import { UrlIntegration, type Integration } from './integration-shared';
 import './logs.css';
@@ -120,7 +121,8 @@ function WebhookLog({ integration: named }: { integration: Integration | undefin
   // A uuid typed in the search box: open that webhook when the company has it.
   const find = async (uuid: string, changes: Record<string, string | undefined>) => {
     try {
-      await api.get(`/webhooks/${encodeURIComponent(uuid)}`);
+      // Handed to the viewer, which would otherwise read the same body again.
+      readAhead.set(uuid, await api.get<WebhookDetail>(`/webhooks/${encodeURIComponent(uuid)}`));
       open(uuid, changes);
       return true;
     } catch (error) {
