@@ -42,6 +42,7 @@ const ON_BOTH_DATABASES = [
   'test/destinations/store.test.ts',
   'test/destinations/dispatcher.test.ts',
   'test/destinations/feed-consumer.test.ts',
+  'test/destinations/query-plans.test.ts',
 ];
 
 const postgres = await probePostgres(TEST_POSTGRES_URL);

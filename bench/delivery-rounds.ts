@@ -3,7 +3,9 @@
  * HTTP: 20,000 webhooks committed in groups of 32 with and without a destination (the
  * outbox rows), then every delivery claimed and settled through the store's exchanges of
  * 64, each statement's time summed by its shape. The store is dist/'s (run `npm run build`
- * first), on a fresh SQLite file or a fresh PostgreSQL database.
+ * first), on a fresh SQLite file or a fresh PostgreSQL database. `--idle-destinations N` adds
+ * N active destinations without work, in companies of 50: what each costs a claim that
+ * looks for destinations with room and due work.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,13 +13,14 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 
-const { values: args } = parseArgs({ options: { postgres: { type: 'boolean', default: false }, count: { type: 'string', default: '20000' } } });
+const { values: args } = parseArgs({ options: { postgres: { type: 'boolean', default: false }, count: { type: 'string', default: '20000' }, 'idle-destinations': { type: 'string', default: '0' } } });
 const root = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
 const dist = (path: string) => import(pathToFileURL(`${root}/dist/${path}`).href);
 const { openStore } = await dist('store/open-store.js');
 const { newId, newIntegrationKey, newWebhookUuid } = await dist('domain/ids.js');
 
 const COUNT = Number(args.count);
+const IDLE_DESTINATIONS = Number(args['idle-destinations']);
 const GROUP = 32;
 const ROUND = 64;
 const BODY = Buffer.alloc(6947, 'a');
@@ -80,6 +83,17 @@ async function run(withDestination: boolean): Promise<void> {
       { id: newId('dst'), name: 'rounds', url: 'http://127.0.0.1:9/', integrationIds: null, eventPatterns: ['*'], headersSealed: null, headerNames: [], timeoutMs: 15_000, ratePerSecond: null, maxInFlight: ROUND, secretSealed: 'unused', createdAt: at },
       audit,
     );
+  }
+  if (withDestination) {
+    for (let i = 0; i < IDLE_DESTINATIONS; i++) {
+      const idleCompany = `${companyId}_${Math.floor(i / 50)}`;
+      if (i % 50 === 0) await store.createCompany({ id: idleCompany, name: 'idle', retentionDays: 30, createdAt: at });
+      await store.createDestination(
+        idleCompany,
+        { id: newId('dst'), name: 'idle', url: 'http://127.0.0.1:9/', integrationIds: null, eventPatterns: ['*'], headersSealed: null, headerNames: [], timeoutMs: 15_000, ratePerSecond: null, maxInFlight: ROUND, secretSealed: 'unused', createdAt: at },
+        audit,
+      );
+    }
   }
   const webhook = () => {
     const receivedAt = Date.now();

@@ -80,12 +80,19 @@ async function reloadUntilVisible(page: Page, locator: ReturnType<Page['locator'
 }
 
 /** The row of the keys table whose prefix starts `apiKey`. */
+/**
+ * The row of the key table that shows apiKey's prefix. The locator names the row by its prefix,
+ * not by its position: the table re-renders (a rotation adds a row at the top) while a test
+ * waits on a row it found a moment before.
+ */
 async function keyRow(page: Page, apiKey: string) {
   const rows = page.locator('.keys-table tbody tr');
   await rows.first().waitFor();
-  for (const row of await rows.all()) {
-    const prefix = ((await row.locator('code.key-prefix').textContent()) ?? '').replace('…', '').trim();
-    if (prefix && apiKey.startsWith(prefix)) return row;
+  for (const shown of await rows.locator('code.key-prefix').allTextContents()) {
+    const prefix = shown.replace('…', '').trim();
+    if (prefix && apiKey.startsWith(prefix)) {
+      return rows.filter({ has: page.locator('code.key-prefix', { hasText: shown }) });
+    }
   }
   throw new Error(`no key row for ${apiKey.slice(0, 14)}…`);
 }

@@ -196,6 +196,38 @@ test("a node's fair share per company: one company's backlog leaves room for ano
   expect(alone.map((c) => c.companyId)).toEqual([owner.companyId]);
 });
 
+describe('what a claim looks at', () => {
+  test("a destination with no room, however old and large its backlog, holds back no other destination's deliveries", async () => {
+    const stalled = await destination(owner.companyId, { maxInFlight: 1 });
+    const rated = await destination(owner.companyId, { maxInFlight: 100, ratePerSecond: 1, eventPatterns: ['rated.*'] });
+    // 1,100 deliveries for the stalled destination and 50 for the rated one, older than anyone else's.
+    await commit(Array.from({ length: 1100 }, () => [owner, { event: 'x' }] as [Owner, { event: string }]));
+    await commit(Array.from({ length: 50 }, () => [owner, { event: 'rated.x' }] as [Owner, { event: string }]), T0 + 2000);
+    const first = await claimDeliveries(store, T0 + 10_000, LEASE);
+    expect(first.filter((c) => c.destinationId === stalled)).toHaveLength(1);
+    expect(first.filter((c) => c.destinationId === rated)).toHaveLength(1);
+
+    // Another company's deliveries, due later than the whole backlog, go out at once, in the same second.
+    const other = await createTenant(store);
+    const theirs = await destination(other.companyId);
+    await commit(Array.from({ length: 5 }, () => [other] as [Owner]), T0 + 5000);
+    const next = await claimDeliveries(store, T0 + 10_100, LEASE);
+    expect(next.map((c) => c.destinationId)).toEqual(Array(5).fill(theirs));
+  });
+
+  test("one company's many destinations, all waiting longer, do not fill a claim: each company's oldest destination comes first", async () => {
+    for (let i = 0; i < 12; i++) await destination(owner.companyId, { maxInFlight: 100 });
+    await commit(Array.from({ length: 40 }, () => [owner] as [Owner]));
+    const other = await createTenant(store);
+    const theirs = await destination(other.companyId);
+    await commit([[other], [other]], T0 + 5000);
+    // Limit 4: before this, the claim read the 16 oldest due rows, all the owner's, and the other company waited.
+    const claimed = await claimDeliveries(store, T0 + 10_000, { limit: 4, leaseMs: 30_000, perCompany: { limit: 2, burst: 3, inFlight: new Map() } });
+    expect(claimed.filter((c) => c.destinationId === theirs)).toHaveLength(2);
+    expect(claimed.filter((c) => c.companyId === owner.companyId)).toHaveLength(2);
+  });
+});
+
 describe('results', () => {
   test('a retry is due at its time, a success settles, the last failure is the dead letter', async () => {
     await destination(owner.companyId);
@@ -297,6 +329,27 @@ test('stats count attempts, their latency and the backlog', async () => {
   expect(stats).toMatchObject({ attempts: 3, succeeded: 2, failed: 1, latencyMs: { p50: 20, p90: 30, p99: 30 }, truncated: false });
   expect(stats.backlog).toEqual({ pending: 2, held: 0, inFlight: 0, oldestDueAt: T0 + 3 });
   expect(stats.buckets).toEqual([{ start: T0, succeeded: 2, failed: 1, p50Ms: 20, p99Ms: 30 }]);
+});
+
+test("every company's backlog: due deliveries waiting and those whose lease expired, not those in flight or due later", async () => {
+  await destination(owner.companyId);
+  const other = await createTenant(store);
+  await destination(other.companyId);
+  await commit([[owner], [owner], [owner]]);
+  await commit([[other]], T0 + 10);
+  await commit([[other]], T0 + 60_000);
+  expect(await store.deliveryBacklog(T0 + 100, 1000)).toEqual({ due: 4, oldestDueAt: T0 });
+  expect(await store.deliveryBacklog(T0 + 100, 2)).toEqual({ due: 2, oldestDueAt: T0 });
+
+  // Three in flight: not counted until their lease ends (timeout 15 s + lease 30 s).
+  expect(await claimDeliveries(store, T0 + 100, { limit: 3, leaseMs: 30_000 })).toHaveLength(3);
+  expect(await store.deliveryBacklog(T0 + 200, 1000)).toEqual({ due: 1, oldestDueAt: T0 + 10 });
+  expect(await claimDeliveries(store, T0 + 200, { limit: 1, leaseMs: 30_000 })).toHaveLength(1);
+  expect(await store.deliveryBacklog(T0 + 300, 1000)).toEqual({ due: 0, oldestDueAt: null });
+  // Their node died: once the leases have ended they are due again.
+  expect(await store.deliveryBacklog(T0 + 100 + 45_000, 1000)).toEqual({ due: 3, oldestDueAt: T0 + 100 + 45_000 });
+  expect(await store.deliveryBacklog(T0 + 60_000, 1000)).toEqual({ due: 5, oldestDueAt: T0 + 100 + 45_000 });
+  expect(await store.deliveryBacklog(T0 + 60_000, 4)).toEqual({ due: 4, oldestDueAt: T0 + 100 + 45_000 });
 });
 
 test("retention removes deliveries and attempts past the company's retention, and keeps the rest", async () => {

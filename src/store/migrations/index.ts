@@ -7,6 +7,7 @@ import * as companyLogIndexes from './0004-company-log-indexes.js';
 import * as accounts from './0005-accounts.js';
 import * as sources from './0006-sources.js';
 import * as destinations from './0007-destinations.js';
+import * as deliveriesWaiting from './0008-deliveries-waiting.js';
 
 export { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../dialect-types.js';
 
@@ -24,6 +25,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0005-accounts': accounts,
   '0006-sources': sources,
   '0007-destinations': destinations,
+  '0008-deliveries-waiting': deliveriesWaiting,
 };
 
 /** Every migration's name, in order: what a new database gets. */

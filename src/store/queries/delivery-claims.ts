@@ -11,8 +11,20 @@ import type { ClaimedDelivery, ClaimOptions, PayloadFormat, WebhookBody, Webhook
  * hold across nodes) and the claiming node's fair share per company.
  */
 
-/** Candidates read per claim, per delivery wanted: room for destinations that have no budget left. */
+/** Candidates read per claim, per delivery wanted: room for rows another node takes first. */
 const CANDIDATES_PER_CLAIM = 4;
+
+/**
+ * `state = 'pending'`, written so that SQLite reads one destination's pending rows from the
+ * partial index `deliveries_open`: its planner uses a partial index only when the query
+ * states the index's WHERE term itself, in literals (it does not infer `state in (…)` from
+ * `state = …`, nor match bound parameters). Otherwise it walks `deliveries_due` by due time,
+ * through every other destination's backlog. PostgreSQL infers it and reads the same.
+ */
+export function pendingOfOneDestination(table: 'deliveries') {
+  const state = sql.ref(`${table}.state`);
+  return sql<boolean>`${state} = 'pending' and ${state} in ('pending', 'held')`;
+}
 
 /** A destination row as locked for an exchange: what the claim's budgets and the results' health read. */
 export type LockedDestination = Pick<
@@ -36,25 +48,61 @@ export type LockedDestination = Pick<
 >;
 
 /**
- * The destinations of the oldest due deliveries (up to `limit` × CANDIDATES_PER_CLAIM of
- * them), from the due index alone: which destinations a claim must lock.
+ * The destinations a claim locks and reads: active ones with room (requests in flight and
+ * this second's rate not used up) and with a due delivery, at most `limit`. Each company's
+ * oldest-waiting destination first, then each one's second, and so on, oldest due first
+ * within a rank: a company whose backlog is the oldest (or whose destinations take
+ * nothing) can neither hold back another company's deliveries nor fill a claim alone.
+ *
+ * Found from the destinations, not from the oldest due rows: a destination with no room
+ * and a large old backlog would otherwise be all a claim ever looked at. The cost is two
+ * index probes per active destination (its oldest pending row in `deliveries_open`, its
+ * leases in `deliveries_leased`), whatever the backlogs; a company has at most
+ * MAX_DESTINATIONS of them. The leases of `reported` (the tokens whose results this
+ * exchange records first) count as free: a worker's results make room for its next claim.
  */
-export async function destinationsWithDueWork(trx: Kysely<Database>, now: number, limit: number): Promise<string[]> {
+export async function destinationsToClaimFrom(trx: Kysely<Database>, now: number, limit: number, reported: readonly string[]): Promise<string[]> {
+  const window = now - (now % 1000);
   const rows = await trx
     .selectFrom((eb) =>
       eb
-        .selectFrom('deliveries')
-        .select('destination_id')
-        .where('state', '=', 'pending')
-        .where('next_attempt_at', '<=', now)
-        .orderBy('next_attempt_at')
-        .limit(limit * CANDIDATES_PER_CLAIM)
-        .as('due'),
+        .selectFrom('destinations as d')
+        .select(['d.id', 'd.company_id'])
+        .select((eb) =>
+          eb
+            .selectFrom('deliveries')
+            .select((eb) => eb.fn.min('next_attempt_at').as('due'))
+            .whereRef('deliveries.destination_id', '=', 'd.id')
+            .where(pendingOfOneDestination('deliveries'))
+            .as('oldest_due'),
+        )
+        .where('d.status', '=', 'active')
+        .where('d.deleted_at', 'is', null)
+        .where((eb) =>
+          eb.or([eb('d.rate_per_second', 'is', null), eb('d.rate_window_start', '<>', window), eb('d.rate_window_count', '<', eb.ref('d.rate_per_second'))]),
+        )
+        .where((eb) =>
+          eb(
+            'd.max_in_flight',
+            '>',
+            eb
+              .selectFrom('deliveries')
+              .select((eb) => eb.fn.countAll<number>().as('leased'))
+              .whereRef('deliveries.destination_id', '=', 'd.id')
+              .where('deliveries.lease_token', 'is not', null)
+              .$if(reported.length > 0, (qb) => qb.where('deliveries.lease_token', 'not in', reported))
+              .where('deliveries.next_attempt_at', '>', now),
+          ),
+        )
+        .as('open'),
     )
-    .select('destination_id')
-    .distinct()
+    .select(['id', sql<number>`row_number() over (partition by company_id order by oldest_due)`.as('turn')])
+    .where('oldest_due', '<=', now)
+    .orderBy('turn')
+    .orderBy('oldest_due')
+    .limit(limit)
     .execute();
-  return rows.map((row) => row.destination_id);
+  return rows.map((row) => row.id);
 }
 
 /**
@@ -68,7 +116,7 @@ async function dueOf(trx: Kysely<Database>, destinationId: string, now: number, 
     .selectFrom('deliveries')
     .select(['id', 'company_id', 'destination_id', 'webhook_uuid', 'webhook_received_at', 'integration_id', 'event', 'attempts', 'series', 'next_attempt_at'])
     .where('destination_id', '=', destinationId)
-    .where('state', '=', 'pending')
+    .where(pendingOfOneDestination('deliveries'))
     .where('next_attempt_at', '<=', now)
     .orderBy('next_attempt_at')
     .limit(limit)

@@ -1,5 +1,6 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database } from '../schema.js';
+import { pendingOfOneDestination } from './delivery-claims.js';
 import { STATS_MAX_ATTEMPTS, type DeliveryBacklog, type DestinationStats } from '../store.js';
 
 /**
@@ -60,7 +61,7 @@ export async function destinationStats(
     .select((eb) => eb.fn.min('next_attempt_at').as('due'))
     .where('company_id', '=', companyId)
     .where('destination_id', '=', destinationId)
-    .where('state', '=', 'pending')
+    .where(pendingOfOneDestination('deliveries'))
     .where('lease_token', 'is', null)
     .executeTakeFirst();
 
@@ -93,29 +94,34 @@ function percentile(sorted: readonly number[], p: number): number | null {
 
 /**
  * Every company's due deliveries not being attempted, up to `cap`, and the oldest one's due
- * time: both read the partial index `deliveries_due` (pending rows only, by due time), the
- * count no further than `cap` entries, the minimum one entry. A claimed delivery's due time
- * is its lease's end, in the future, so it is not counted until its lease expires.
+ * time. Those waiting read the partial index `deliveries_waiting` (pending rows without a
+ * lease, by due time), the count no further than `cap` entries, the minimum one entry; a
+ * claimed delivery is not counted until its lease expires (a node died), and the expired
+ * leases are found among the leased rows, a few per slot of every node.
  */
 export async function deliveryBacklog(db: Kysely<Database>, now: number, cap: number): Promise<DeliveryBacklog> {
+  // In literals, as the index states it: SQLite matches a partial index's terms only so.
+  const waiting = sql<boolean>`state = 'pending' and lease_token is null`;
   const due = await db
-    .selectFrom((eb) =>
-      eb
-        .selectFrom('deliveries')
-        .select('next_attempt_at')
-        .where('state', '=', 'pending')
-        .where('next_attempt_at', '<=', now)
-        .limit(cap)
-        .as('due'),
-    )
+    .selectFrom((eb) => eb.selectFrom('deliveries').select('next_attempt_at').where(waiting).where('next_attempt_at', '<=', now).limit(cap).as('due'))
     .select((eb) => eb.fn.countAll<number>().as('count'))
     .executeTakeFirst();
   const oldest = await db
     .selectFrom('deliveries')
     .select((eb) => eb.fn.min('next_attempt_at').as('at'))
+    .where(waiting)
+    .where('next_attempt_at', '<=', now)
+    .executeTakeFirst();
+  const expired = await db
+    .selectFrom('deliveries')
+    .select((eb) => [eb.fn.countAll<number>().as('count'), eb.fn.min('next_attempt_at').as('at')])
+    .where('lease_token', 'is not', null)
     .where('state', '=', 'pending')
     .where('next_attempt_at', '<=', now)
     .executeTakeFirst();
-  const at = oldest?.at;
-  return { due: Number(due?.count ?? 0), oldestDueAt: at === null || at === undefined ? null : Number(at) };
+  const times = [oldest?.at, expired?.at].filter((at) => at !== null && at !== undefined).map(Number);
+  return {
+    due: Math.min(cap, Number(due?.count ?? 0) + Number(expired?.count ?? 0)),
+    oldestDueAt: times.length === 0 ? null : Math.min(...times),
+  };
 }

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { DialectTypes } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import type { AttemptResult, ClaimedDelivery, ClaimOptions, DisabledDestination } from '../store.js';
-import { claimCandidates, destinationsWithDueWork, lockDestinations } from './delivery-claims.js';
+import { claimCandidates, destinationsToClaimFrom, lockDestinations } from './delivery-claims.js';
 import { recordResults } from './delivery-results.js';
 
 /**
@@ -29,7 +29,7 @@ export async function exchangeDeliveries(
 ): Promise<{ claimed: ClaimedDelivery[]; disabled: DisabledDestination[] }> {
   if (results.length === 0 && (claim === null || claim.limit <= 0)) return { claimed: [], disabled: [] };
   return db.transaction().execute(async (trx) => {
-    const due = claim === null || claim.limit <= 0 ? [] : await destinationsWithDueWork(trx, now, claim.limit);
+    const due = claim === null || claim.limit <= 0 ? [] : await destinationsToClaimFrom(trx, now, claim.limit, [...new Set(results.map((r) => r.leaseToken))]);
     if (results.length === 0 && due.length === 0) return { claimed: [], disabled: [] };
     const destinationIds = new Set([...due, ...results.map((r) => r.destinationId)]);
     const destinations = await lockDestinations(trx, types, [...destinationIds]);
