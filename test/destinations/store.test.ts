@@ -215,6 +215,16 @@ describe('what a claim looks at', () => {
     expect(next.map((c) => c.destinationId)).toEqual(Array(5).fill(theirs));
   });
 
+  test("a worker's results free its destination's room for the claim of the same exchange", async () => {
+    const id = await destination(owner.companyId, { maxInFlight: 2 });
+    await commit(Array.from({ length: 4 }, () => [owner] as [Owner]));
+    const first = await claimDeliveries(store, T0 + 100, LEASE);
+    expect(first).toHaveLength(2);
+    const { claimed } = await store.exchangeDeliveries(first.map((c) => result(c, 'succeeded', T0 + 200)), T0 + 200, LEASE, 5 * DAY);
+    expect(claimed.map((c) => c.destinationId)).toEqual([id, id]);
+    expect(new Set([...first, ...claimed].map((c) => c.id)).size).toBe(4);
+  });
+
   test("one company's many destinations, all waiting longer, do not fill a claim: each company's oldest destination comes first", async () => {
     for (let i = 0; i < 12; i++) await destination(owner.companyId, { maxInFlight: 100 });
     await commit(Array.from({ length: 40 }, () => [owner] as [Owner]));
