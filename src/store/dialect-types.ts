@@ -41,6 +41,16 @@ export interface DialectTypes {
    * row or waiting for each other; SQLite has one writer, whose transaction is the lock.
    */
   lockSkippingLocked<S extends SelectQueryBuilder<any, any, any>>(select: S, table: string): S;
+  /**
+   * A delivery worker's transaction (an exchange: results and claims), committed without
+   * waiting for the disk: SQLite's `synchronous = NORMAL` for it alone, PostgreSQL's
+   * `synchronous_commit = off` (SET LOCAL). A crash of the machine can lose the last of
+   * these, never half of one, and never one that an intake commit after it made durable
+   * (the log is flushed in order). What a lost exchange costs is an attempt made again: a
+   * lost claim leaves its deliveries due, a lost result leaves them leased until the lease
+   * ends. At least once holds; intake's commits still wait for the disk before every 202.
+   */
+  workerTransaction<DB, T>(db: Kysely<DB>, body: (trx: Kysely<DB>) => Promise<T>): Promise<T>;
   /** Rows a transaction changes after reading them (`FOR UPDATE` on PostgreSQL; SQLite's writer holds the database). */
   lockForUpdate<S extends SelectQueryBuilder<any, any, any>>(select: S): S;
   /**

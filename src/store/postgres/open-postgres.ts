@@ -11,7 +11,7 @@ import { IntakePostgresDialect } from './introspector.js';
 import { postgresFeed } from './feed.js';
 import { dropPartitionsBefore, ensurePartitions } from './partitions.js';
 
-const POSTGRES_TYPES: DialectTypes = {
+export const POSTGRES_TYPES: DialectTypes = {
   binary: 'bytea',
   addSerialPrimaryKey: (table, column) => table.addColumn(column, 'bigserial', (c) => c.primaryKey()),
   // A partitioned table's primary key must hold the partition column.
@@ -39,6 +39,11 @@ const POSTGRES_TYPES: DialectTypes = {
   binaryLength: (column) => sql<number>`octet_length(${sql.ref(column)})`,
   lockSkippingLocked: (select, table) => select.forUpdate(table).skipLocked() as typeof select,
   lockForUpdate: (select) => select.forUpdate() as typeof select,
+  workerTransaction: (db, body) =>
+    db.transaction().execute(async (trx) => {
+      await sql`set local synchronous_commit = off`.execute(trx);
+      return body(trx);
+    }),
   ...postgresFeed,
 };
 

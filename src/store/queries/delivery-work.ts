@@ -17,7 +17,8 @@ import { recordResults } from './delivery-results.js';
  * free are counted out of the budgets at once, and a busy worker costs the database one
  * transaction per round. The only lock it waits for is on the destinations concerned, taken
  * in one sorted statement before any other; the deliveries it reports on or takes are locked
- * skipping rows another transaction holds. So two nodes never deadlock.
+ * skipping rows another transaction holds. So two nodes never deadlock. It commits without
+ * waiting for the disk (DialectTypes.workerTransaction): a lost exchange repeats attempts.
  */
 export async function exchangeDeliveries(
   db: Kysely<Database>,
@@ -28,7 +29,7 @@ export async function exchangeDeliveries(
   disableAfterMs: number,
 ): Promise<{ claimed: ClaimedDelivery[]; disabled: DisabledDestination[] }> {
   if (results.length === 0 && (claim === null || claim.limit <= 0)) return { claimed: [], disabled: [] };
-  return db.transaction().execute(async (trx) => {
+  return types.workerTransaction(db, async (trx) => {
     const due = claim === null || claim.limit <= 0 ? [] : await destinationsToClaimFrom(trx, now, claim.limit, [...new Set(results.map((r) => r.leaseToken))]);
     if (results.length === 0 && due.length === 0) return { claimed: [], disabled: [] };
     const destinationIds = new Set([...due, ...results.map((r) => r.destinationId)]);

@@ -11,7 +11,7 @@ import { preparedGroupRows } from './prepared-group-rows.js';
 import { SqliteThread } from './store-thread.js';
 import { ThreadedSqliteStore } from './threaded-store.js';
 
-const SQLITE_TYPES: DialectTypes = {
+export const SQLITE_TYPES: DialectTypes = {
   binary: 'blob',
   addSerialPrimaryKey: (table, column) => table.addColumn(column, 'integer', (c) => c.primaryKey().autoIncrement()),
   // One file, purged by batched deletes: time needs no place in the key.
@@ -25,6 +25,17 @@ const SQLITE_TYPES: DialectTypes = {
   // One writer at a time: the transaction (begun IMMEDIATE) is the lock.
   lockSkippingLocked: (select) => select,
   lockForUpdate: (select) => select,
+  // The level cannot change inside a transaction, and is the connection's: set and reset
+  // while this one connection is held, so no intake commit can run at NORMAL between.
+  workerTransaction: (db, body) =>
+    db.connection().execute(async (connection) => {
+      await sql`pragma synchronous = NORMAL`.execute(connection);
+      try {
+        return await connection.transaction().execute(body);
+      } finally {
+        await sql`pragma synchronous = FULL`.execute(connection);
+      }
+    }),
   ...sqliteFeed,
 };
 
