@@ -13,6 +13,7 @@ export class FeedConsumer {
   failures = 0;
   private cursor: string | undefined;
   private stopping = false;
+  private expected = 0;
   private readonly done: Promise<void>;
 
   constructor(
@@ -23,8 +24,16 @@ export class FeedConsumer {
     this.done = this.run();
   }
 
-  /** Reads until a page comes back empty after stop(), then resolves. */
-  async stop(): Promise<void> {
+  /**
+   * Reads until it has seen `expected` webhooks and a page comes back empty, then resolves.
+   * Not at the first empty page: on PostgreSQL the feed shows only what committed before
+   * the oldest transaction still running in the cluster, and another test's transaction
+   * can hold that back for a while after the load stops. After `withinMs` it stops at the
+   * next empty page whatever it has seen, for the test to say what is missing.
+   */
+  async stop(expected: number, withinMs = 20_000): Promise<void> {
+    this.expected = expected;
+    setTimeout(() => (this.expected = 0), withinMs).unref();
     this.stopping = true;
     await this.done;
   }
@@ -37,7 +46,7 @@ export class FeedConsumer {
         await sleep(50);
         continue;
       }
-      const query = new URLSearchParams({ limit: '100', wait: this.stopping ? '0' : '2' });
+      const query = new URLSearchParams({ limit: '100', wait: this.stopping && this.counts.size >= this.expected ? '0' : '2' });
       if (this.cursor !== undefined) query.set('after', this.cursor);
       let page: { data: Array<{ uuid: string }>; next_cursor: string };
       try {
@@ -57,7 +66,7 @@ export class FeedConsumer {
         this.counts.set(item.uuid, (this.counts.get(item.uuid) ?? 0) + 1);
       }
       this.cursor = page.next_cursor;
-      if (this.stopping && page.data.length === 0) return;
+      if (this.stopping && page.data.length === 0 && this.counts.size >= this.expected) return;
     }
   }
 }
