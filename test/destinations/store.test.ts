@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { newId } from '../../src/domain/ids.js';
 import type { Actor, AttemptResult, AuditEvent, ClaimedDelivery, NewDestination, Store } from '../../src/store/store.js';
 import { freshDatabase, testDialect, type TestDatabase } from '../support/databases.js';
-import { withClient } from '../support/postgres-server.js';
+import { TEST_POSTGRES_URL, withClient } from '../support/postgres-server.js';
 import { createIntegration, createTenant, webhook, type Owner } from '../support/webhooks.js';
 import { claimDeliveries, finishAttempts } from '../support/deliveries.js';
 
@@ -405,6 +405,17 @@ describe('the feed', () => {
       expect(await store.readFeed(owner.companyId, { after: null, limit: 10 })).toEqual([]);
       await client.query('commit');
       expect((await store.readFeed(owner.companyId, { after: null, limit: 10 })).map((w) => w.uuid)).toEqual([later[0]!.uuid]);
+    });
+  });
+
+  test.runIf(testDialect() === 'postgres')("on PostgreSQL, a long transaction in another database of the server holds no company's feed back", async () => {
+    // The server's maintenance database: another application's, as far as this one can tell.
+    await withClient(TEST_POSTGRES_URL, async (client) => {
+      await client.query('begin');
+      await client.query('select pg_current_xact_id()');
+      const later = await commit([[owner]]);
+      expect((await store.readFeed(owner.companyId, { after: null, limit: 10 })).map((w) => w.uuid)).toEqual([later[0]!.uuid]);
+      await client.query('rollback');
     });
   });
 });

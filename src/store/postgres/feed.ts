@@ -6,8 +6,16 @@ import type { DialectTypes } from '../migrations/index.js';
  * alone is taken at insert, not at commit, so a reader could pass a number whose
  * transaction commits a moment later and never see it. Each row also keeps the id of its
  * transaction (xid8), and the feed shows only rows of transactions older than the oldest
- * one still running (`pg_snapshot_xmin`): those have all ended, and every transaction to
- * come has a larger id. Order: (transaction, sequence).
+ * one still running in this database: those have all ended, and every transaction to come
+ * has a larger id. Order: (transaction, sequence).
+ *
+ * In this database, not the cluster (`pg_snapshot_xmin` alone): transaction ids are the
+ * cluster's, and a long transaction of another application sharing the server (a report,
+ * a pg_dump) would hold every company's feed back until it ended. The running ids of the
+ * reader's snapshot are kept unless pg_stat_activity shows that id's backend in another
+ * database; one that ended since the snapshot, or one whose database a role without
+ * pg_read_all_stats cannot see, is kept: the bound can only be lower, never past a
+ * transaction of ours that commits after the snapshot.
  *
  * Both columns are added without a default, then given one: a volatile default on ADD
  * COLUMN would rewrite every partition; this way old rows keep null (not in the feed) and
@@ -33,7 +41,13 @@ export const postgresFeed: Pick<DialectTypes, 'addFeedPosition' | 'reserveFeedSe
       select uuid, received_at, octet_length(raw_body) as size_bytes, feed_xid::text as txid, feed_seq as seq
       from webhooks
       where company_id = ${companyId}
-        and feed_xid < pg_snapshot_xmin(pg_current_snapshot())
+        and feed_xid < (
+          select coalesce(min(running), pg_snapshot_xmax(pg_current_snapshot()))
+          from pg_snapshot_xip(pg_current_snapshot()) as running
+          where not exists (
+            select 1 from pg_stat_activity elsewhere
+            where elsewhere.datname <> current_database()
+              and elsewhere.backend_xid::text::bigint = running::text::bigint % 4294967296))
         and ${after ? sql`(feed_xid, feed_seq) > (${after.txid}::xid8, ${after.seq})` : sql`feed_xid is not null`}
       order by feed_xid, feed_seq
       limit ${query.limit}`.execute(db);
