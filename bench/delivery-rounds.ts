@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
+import { createBenchDatabase } from './bench-database.js';
 
 const { values: args } = parseArgs({ options: { postgres: { type: 'boolean', default: false }, count: { type: 'string', default: '20000' }, 'idle-destinations': { type: 'string', default: '0' } } });
 const root = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
@@ -24,37 +24,14 @@ const IDLE_DESTINATIONS = Number(args['idle-destinations']);
 const GROUP = 32;
 const ROUND = 64;
 const BODY = Buffer.alloc(6947, 'a');
-const POSTGRES_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 /** Statement time by shape while `tracking`. */
 const timings = new Map<string, { ms: number; count: number }>();
 let tracking = false;
 
-async function database(name: string): Promise<{ url: string; drop(): Promise<void> }> {
-  if (!args.postgres) {
-    const dir = mkdtempSync(`${tmpdir()}/intake-rounds-`);
-    return { url: `sqlite:${dir}/intake.db`, drop: async () => rmSync(dir, { recursive: true, force: true }) };
-  }
-  const admin = new pg.Client({ connectionString: POSTGRES_URL });
-  await admin.connect();
-  await admin.query(`drop database if exists ${name}`);
-  await admin.query(`create database ${name}`);
-  await admin.end();
-  const url = new URL(POSTGRES_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const client = new pg.Client({ connectionString: POSTGRES_URL });
-      await client.connect();
-      await client.query(`drop database if exists ${name}`);
-      await client.end();
-    },
-  };
-}
-
 async function run(withDestination: boolean): Promise<void> {
-  const db = await database(`intake_rounds_${withDestination ? 'with' : 'without'}`);
+  const workDir = mkdtempSync(`${tmpdir()}/intake-rounds-`);
+  const db = await createBenchDatabase(args.postgres ? 'postgres' : 'sqlite', workDir, `rounds_${withDestination ? 'with' : 'without'}`);
   const store = openStore(db.url, {
     poolSize: 4,
     onQuery: (query: { sql: string; ms: number }) => {
@@ -135,6 +112,7 @@ async function run(withDestination: boolean): Promise<void> {
   }
   await store.close();
   await db.drop();
+  rmSync(workDir, { recursive: true, force: true });
 }
 
 await run(false);

@@ -23,7 +23,7 @@ afterAll(async () => {
 
 test('a consumer with its cursor gets every stored webhook once, during load and across a kill -9 and a restart', async () => {
   const postgres = testDialect() === 'postgres';
-  db = postgres ? await freshDatabase() : undefined;
+  db = postgres ? await freshDatabase({ ownDatabase: true }) : undefined;
   const first = await startServer({ ...(db && { databaseUrl: db.databaseUrl }), env: NODE_ENV });
   const nodes: ServerProcess[] = [first];
   if (postgres) nodes.push(await startServer({ databaseUrl: first.databaseUrl, env: NODE_ENV }));

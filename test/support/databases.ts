@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { inject } from 'vitest';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
-import { withClient } from './postgres-server.js';
+import { TEST_POSTGRES_URL, withClient, withDatabase } from './postgres-server.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -37,10 +37,15 @@ export interface TestDatabase {
   cleanup(): Promise<void>;
 }
 
-/** A new database; migrated unless `migrate` is false. */
-export async function freshDatabase(options: { migrate?: boolean; dialect?: Dialect } = {}): Promise<TestDatabase> {
+/**
+ * A new database; migrated unless `migrate` is false. On PostgreSQL a schema in the run's
+ * database, or with `ownDatabase` a database of its own on the server: for tests of the
+ * feed, which on PostgreSQL shows only what committed before the oldest transaction still
+ * running in its database (other test files' transactions included).
+ */
+export async function freshDatabase(options: { migrate?: boolean; dialect?: Dialect; ownDatabase?: boolean } = {}): Promise<TestDatabase> {
   const dialect = options.dialect ?? testDialect();
-  const database = dialect === 'postgres' ? await postgresSchema() : sqliteFile();
+  const database = dialect === 'postgres' ? await postgresSchema(options.ownDatabase ?? false) : sqliteFile();
   if (options.migrate ?? true) await database.store.migrate();
   return database;
 }
@@ -76,10 +81,12 @@ function sqliteFile(): TestDatabase {
   };
 }
 
-async function postgresSchema(): Promise<TestDatabase> {
-  const runUrl = inject('postgresUrl');
-  const schema = `t_${randomBytes(6).toString('hex')}`;
-  await withClient(runUrl, (client) => client.query(`create schema ${schema}`));
+async function postgresSchema(ownDatabase: boolean): Promise<TestDatabase> {
+  const name = `t_${randomBytes(6).toString('hex')}`;
+  const runUrl = ownDatabase ? withDatabase(TEST_POSTGRES_URL, name) : inject('postgresUrl');
+  if (ownDatabase) await withClient(TEST_POSTGRES_URL, (client) => client.query(`create database ${name}`));
+  const schema = ownDatabase ? 'public' : name;
+  if (!ownDatabase) await withClient(runUrl, (client) => client.query(`create schema ${schema}`));
   const url = new URL(runUrl);
   url.searchParams.set('options', `-c search_path=${schema}`);
   const databaseUrl = url.toString();
@@ -100,7 +107,8 @@ async function postgresSchema(): Promise<TestDatabase> {
     async cleanup() {
       for (const other of others) await other.close();
       await store.close();
-      await withClient(runUrl, (client) => client.query(`drop schema ${schema} cascade`));
+      if (ownDatabase) await withClient(TEST_POSTGRES_URL, (client) => client.query(`drop database if exists ${name} with (force)`));
+      else await withClient(runUrl, (client) => client.query(`drop schema ${schema} cascade`));
     },
   };
 }
