@@ -1,17 +1,24 @@
 import type { Insertable, Kysely } from 'kysely';
-import type { Database, RequestLogTable, WebhooksTable } from './schema.js';
+import type { Database, DeliveriesTable, RequestLogTable, WebhooksTable } from './schema.js';
 
 export type WebhookRow = Insertable<WebhooksTable>;
 export type RequestLogRow = Insertable<RequestLogTable>;
+/** An outbox row as a commit writes it: not yet attempted, so no lease, attempt or result. */
+export type NewDeliveryRow = Pick<
+  Insertable<DeliveriesTable>,
+  'id' | 'company_id' | 'destination_id' | 'webhook_uuid' | 'webhook_received_at' | 'integration_id' | 'event' | 'state' | 'next_attempt_at' | 'created_at' | 'updated_at'
+>;
 
 /**
- * How a group commit writes its webhooks and their request-log rows: the rows intake writes
- * most, inside commitBatch's transaction (`trx`). Everything else in that transaction is
- * built by Kysely; these two are the hot path, and each dialect writes them its cheapest way.
+ * How a group commit writes its webhooks, their request-log rows and their outbox rows: the
+ * rows intake writes most, inside commitBatch's transaction (`trx`). Everything else in
+ * that transaction is built by Kysely; these are the hot path, and each dialect writes them
+ * its cheapest way.
  */
 export interface GroupRowWriter {
   insertWebhooks(trx: Kysely<Database>, rows: WebhookRow[]): Promise<void>;
   insertRequestLogs(trx: Kysely<Database>, rows: RequestLogRow[]): Promise<void>;
+  insertDeliveries(trx: Kysely<Database>, rows: NewDeliveryRow[]): Promise<void>;
 }
 
 /** Rows per multi-row INSERT: well under SQLite's 32,766 and PostgreSQL's 65,535 parameters. */
@@ -31,5 +38,8 @@ export const multiRowInserts: GroupRowWriter = {
   },
   async insertRequestLogs(trx, rows) {
     for (const chunk of chunks(rows)) await trx.insertInto('request_log').values(chunk).execute();
+  },
+  async insertDeliveries(trx, rows) {
+    for (const chunk of chunks(rows)) await trx.insertInto('deliveries').values(chunk).execute();
   },
 };

@@ -1,11 +1,9 @@
 import type { Kysely } from 'kysely';
 import { matchesEvent } from '../../domain/event-patterns.js';
 import { newTimeOrderedId } from '../../domain/ids.js';
+import type { GroupRowWriter, NewDeliveryRow } from '../group-rows.js';
 import type { Database } from '../schema.js';
 import type { PendingWebhook } from '../store.js';
-
-/** Rows per multi-row insert: under SQLite's 32,766 bound variables at 17 columns. */
-const CHUNK = 500;
 
 /**
  * The outbox: inside commitBatch's transaction, one delivery row per (accepted webhook,
@@ -13,7 +11,7 @@ const CHUNK = 500;
  * from a cache: a destination created a moment before a webhook is committed gets it.
  * A destination that is paused or disabled gets its rows `held`, to be sent once resumed.
  */
-export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly PendingWebhook[]): Promise<number> {
+export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly PendingWebhook[], writer: GroupRowWriter): Promise<number> {
   if (accepted.length === 0) return 0;
   const companies = [...new Set(accepted.map((webhook) => webhook.companyId))];
   const destinations = await trx
@@ -30,7 +28,7 @@ export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly
     patterns: JSON.parse(row.event_patterns) as string[],
     active: row.status === 'active',
   }));
-  const rows = accepted.flatMap((webhook) =>
+  const rows = accepted.flatMap((webhook): NewDeliveryRow[] =>
     filters
       .filter(
         (d) =>
@@ -48,16 +46,10 @@ export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly
         event: webhook.event,
         state: d.active ? 'pending' : 'held',
         next_attempt_at: d.active ? webhook.receivedAt : null,
-        lease_token: null,
-        last_attempt_at: null,
-        last_status: null,
-        last_error: null,
         created_at: webhook.receivedAt,
         updated_at: webhook.receivedAt,
       })),
   );
-  for (let i = 0; i < rows.length; i += CHUNK) {
-    await trx.insertInto('deliveries').values(rows.slice(i, i + CHUNK)).execute();
-  }
+  await writer.insertDeliveries(trx, rows);
   return rows.length;
 }

@@ -1,8 +1,8 @@
 import type SQLite from 'better-sqlite3';
-import type { GroupRowWriter, RequestLogRow, WebhookRow } from '../group-rows.js';
+import type { GroupRowWriter, NewDeliveryRow, RequestLogRow, WebhookRow } from '../group-rows.js';
 
 /**
- * A group's rows on SQLite: one prepared single-row INSERT a row, on the store's own
+ * A group's rows on SQLite (webhooks, request log, outbox): one prepared single-row INSERT a row, on the store's own
  * connection, inside the transaction commitBatch holds (better-sqlite3 runs them at once, on
  * the connection Kysely's transaction is using; no other statement can come between).
  *
@@ -13,7 +13,7 @@ import type { GroupRowWriter, RequestLogRow, WebhookRow } from '../group-rows.js
  */
 export function preparedGroupRows(database: SQLite.Database): GroupRowWriter {
   // Prepared at first use: the tables exist only once migrations have run.
-  let statements: { webhook: SQLite.Statement; requestLog: SQLite.Statement } | undefined;
+  let statements: { webhook: SQLite.Statement; requestLog: SQLite.Statement; delivery: SQLite.Statement } | undefined;
   const prepared = () =>
     (statements ??= {
       webhook: database.prepare(
@@ -23,6 +23,10 @@ export function preparedGroupRows(database: SQLite.Database): GroupRowWriter {
       requestLog: database.prepare(
         'insert into request_log (id, company_id, integration_id, received_at, method, status, error_code, key_id, ip, user_agent, size_bytes, duration_ms, webhook_uuid, error_detail) ' +
           'values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      ),
+      delivery: database.prepare(
+        'insert into deliveries (id, company_id, destination_id, webhook_uuid, webhook_received_at, integration_id, event, state, next_attempt_at, created_at, updated_at) ' +
+          'values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
       ),
     });
 
@@ -42,6 +46,15 @@ export function preparedGroupRows(database: SQLite.Database): GroupRowWriter {
         requestLog.run(
           r.id, r.company_id, r.integration_id, r.received_at, r.method, r.status, r.error_code ?? null, r.key_id ?? null, r.ip,
           r.user_agent ?? null, r.size_bytes, r.duration_ms, r.webhook_uuid ?? null, r.error_detail ?? null,
+        );
+      }
+    },
+    async insertDeliveries(_trx, rows: NewDeliveryRow[]) {
+      const { delivery } = prepared();
+      for (const r of rows) {
+        delivery.run(
+          r.id, r.company_id, r.destination_id, r.webhook_uuid, r.webhook_received_at, r.integration_id, r.event, r.state,
+          r.next_attempt_at ?? null, r.created_at, r.updated_at,
         );
       }
     },
