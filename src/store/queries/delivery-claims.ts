@@ -223,22 +223,20 @@ export async function claimCandidates(
     }
   }
   if (chosen.length === 0) return [];
-  const locked = new Set(
-    (
-      await types
-        .lockSkippingLocked(
-          trx
-            .selectFrom('deliveries')
-            .select('id')
-            .where('id', 'in', chosen.map((c) => c.id))
-            .where('state', '=', 'pending')
-            .where('next_attempt_at', '<=', now)
-            .orderBy('id'),
-          'deliveries',
-        )
-        .execute()
-    ).map((row) => row.id),
-  );
+  // Found by primary key alone, still due and pending checked on the rows locked: with the
+  // state and due time in the WHERE, PostgreSQL (its statistics behind a growing backlog)
+  // read them through deliveries_open, every due row of the destination, then matched ids.
+  const lockedRows = await types
+    .lockSkippingLocked(
+      trx
+        .selectFrom('deliveries')
+        .select(['id', 'state', 'next_attempt_at'])
+        .where('id', 'in', chosen.map((c) => c.id))
+        .orderBy('id'),
+      'deliveries',
+    )
+    .execute();
+  const locked = new Set(lockedRows.filter((row) => row.state === 'pending' && row.next_attempt_at !== null && Number(row.next_attempt_at) <= now).map((row) => row.id));
   const taken = chosen.filter((c) => locked.has(c.id));
   if (taken.length === 0) return [];
 
