@@ -225,6 +225,19 @@ describe('what a claim looks at', () => {
     expect(new Set([...first, ...claimed].map((c) => c.id)).size).toBe(4);
   });
 
+  test("a destination's last success is kept to the second: a busy destination's row is not written every round", async () => {
+    const id = await destination(owner.companyId, { maxInFlight: 1 });
+    await commit(Array.from({ length: 3 }, () => [owner] as [Owner]));
+    const succeed = async (at: number) => {
+      const [claimed] = await claimDeliveries(store, at, LEASE);
+      await finishAttempts(store, [result(claimed!, 'succeeded', at)], at, 5 * DAY);
+      return (await store.getDestination(owner.companyId, id))!.lastSuccessAt;
+    };
+    expect(await succeed(T0 + 1000)).toBe(T0 + 1000);
+    expect(await succeed(T0 + 1400)).toBe(T0 + 1000);
+    expect(await succeed(T0 + 2500)).toBe(T0 + 2500);
+  });
+
   test("one company's many destinations, all waiting longer, do not fill a claim: each company's oldest destination comes first", async () => {
     for (let i = 0; i < 12; i++) await destination(owner.companyId, { maxInFlight: 100 });
     await commit(Array.from({ length: 40 }, () => [owner] as [Owner]));

@@ -107,6 +107,9 @@ function lastAttempt(group: readonly AttemptResult[]) {
  * A streak older than `disableAfterMs`, or a 410 Gone, disables the destination (its
  * deliveries are then held), with an audit record by the system.
  */
+/** How stale a destination's `last_success_at` may be: it is rewritten when it advances by this much. */
+const LAST_SUCCESS_RESOLUTION_MS = 1000;
+
 async function trackHealth(
   trx: Kysely<Database>,
   results: readonly AttemptResult[],
@@ -144,7 +147,12 @@ async function trackHealth(
         reason = `No delivery succeeded for ${formatSpan(now - failingSince)} (failing since ${new Date(failingSince).toISOString()}).`;
       }
     }
-    const unchanged = failingSince === (row.failing_since === null ? null : Number(row.failing_since)) && lastSuccessAt === (row.last_success_at === null ? null : Number(row.last_success_at));
+    const storedSuccess = row.last_success_at === null ? null : Number(row.last_success_at);
+    // A busy destination succeeds in every round: its last success is kept to the second,
+    // so its row is written about once a second, not once a round. On PostgreSQL every
+    // write leaves a dead version until vacuum, and each round's claim reads the table.
+    if (storedSuccess !== null && lastSuccessAt !== null && lastSuccessAt - storedSuccess < LAST_SUCCESS_RESOLUTION_MS) lastSuccessAt = storedSuccess;
+    const unchanged = failingSince === (row.failing_since === null ? null : Number(row.failing_since)) && lastSuccessAt === storedSuccess;
     if (unchanged && reason === null) continue;
     await trx
       .updateTable('destinations')
