@@ -151,7 +151,25 @@ describe('the panel pages', { timeout: 120_000 }, () => {
       if (back) expect(await main.getByRole('link', { name: back.name }).getAttribute('href'), path).toBe(back.to);
     }
 
+    // Naming an integration that exists, from a log of every integration: the log of that
+    // integration, and never "does not exist" on the way, not even for one render.
+    await page.goto('/admin/webhooks');
+    await page.locator('#main').getByRole('heading', { level: 1 }).waitFor();
+    // In the page's own words (the tests are compiled without the DOM's types).
+    await page.evaluate(`
+      window.missingSeen = false;
+      new MutationObserver(() => {
+        if (document.querySelector('#main')?.textContent?.includes('This integration does not exist')) window.missingSeen = true;
+      }).observe(document.body, { childList: true, subtree: true, characterData: true });
+      history.pushState({}, '', '/admin/webhooks?integration_id=${integrationId}');
+      dispatchEvent(new PopStateEvent('popstate'));
+    `);
+    await page.locator('#main').getByText('Shop').first().waitFor();
+    expect(await page.evaluate<boolean>('window.missingSeen')).toBe(false);
+
     // The way back leads to the whole log.
+    await page.goto(`/admin/usage?integration_id=${gone}`);
+    await page.getByRole('heading', { level: 1, name: 'This integration does not exist' }).waitFor();
     await page.getByRole('link', { name: 'Show the usage of every integration' }).click();
     await settled(page, /usage/i);
     expect(new URL(page.url()).search).toBe('');

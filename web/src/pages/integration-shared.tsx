@@ -175,18 +175,25 @@ const INTEGRATION_ID = /^int_[A-Za-z0-9]{22}$/;
 
 /**
  * The integration a URL names: null when it does not exist (deleted, another company's, or
- * not an id at all, which is not even asked for).
+ * not an id at all, which is not even asked for). The answer is kept with the id it was
+ * asked for: in the render where the id changes, the previous id's answer (null for none
+ * named) is not this one's, and the hook says loading instead of "does not exist".
  */
 export function useIntegrationOf(id: string | undefined): Loaded<Integration | null> {
-  return useApi(async () => {
-    if (id === undefined || !INTEGRATION_ID.test(id)) return null;
-    try {
-      return await api.get<Integration>(`/integrations/${encodeURIComponent(id)}`);
-    } catch (error) {
-      if (error instanceof ApiError && error.status === 404) return null;
-      throw error;
-    }
+  const loaded = useApi(async () => {
+    const found = async () => {
+      if (id === undefined || !INTEGRATION_ID.test(id)) return null;
+      try {
+        return await api.get<Integration>(`/integrations/${encodeURIComponent(id)}`);
+      } catch (error) {
+        if (error instanceof ApiError && error.status === 404) return null;
+        throw error;
+      }
+    };
+    return { askedFor: id, integration: await found() };
   }, [id]);
+  const current = loaded.data !== undefined && loaded.data.askedFor === id ? loaded.data : undefined;
+  return { ...loaded, data: current?.integration, loading: loaded.loading || (current === undefined && loaded.error === undefined) };
 }
 
 /** Said instead of a page when the integration its URL names does not exist. */
