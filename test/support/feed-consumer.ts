@@ -27,7 +27,7 @@ export class FeedConsumer {
   /**
    * Reads until it has seen `expected` webhooks and a page comes back empty, then resolves.
    * Not at the first empty page: on PostgreSQL the feed shows only what committed before
-   * the oldest transaction still running in the cluster, and another test's transaction
+   * the oldest transaction still running in its database, and another transaction there
    * can hold that back for a while after the load stops. After `withinMs` it stops at the
    * next empty page whatever it has seen, for the test to say what is missing.
    */

@@ -17,14 +17,12 @@ const CANDIDATES_PER_CLAIM = 4;
 /**
  * `state = 'pending'`, written so that SQLite reads one destination's pending rows from the
  * partial index `deliveries_open`: its planner uses a partial index only when the query
- * states the index's WHERE term itself, in literals (it does not infer `state in (…)` from
- * `state = …`, nor match bound parameters). Otherwise it walks `deliveries_due` by due time,
- * through every other destination's backlog. PostgreSQL infers it and reads the same.
+ * states the index's WHERE term itself (it does not infer `state in (…)` from `state = …`,
+ * and did not match the term with its values bound as parameters), so it is written in
+ * literals. Without it SQLite walked `deliveries_due` (dropped by migration 0008) by due
+ * time, through every other destination's backlog. PostgreSQL infers it and reads the same.
  */
-export function pendingOfOneDestination(table: 'deliveries') {
-  const state = sql.ref(`${table}.state`);
-  return sql<boolean>`${state} = 'pending' and ${state} in ('pending', 'held')`;
-}
+export const PENDING_OF_ONE_DESTINATION = sql<boolean>`deliveries.state = 'pending' and deliveries.state in ('pending', 'held')`;
 
 /** A destination row as locked for an exchange: what the claim's budgets and the results' health read. */
 export type LockedDestination = Pick<
@@ -62,7 +60,7 @@ export type LockedDestination = Pick<
  * exchange records first) count as free: a worker's results make room for its next claim.
  */
 export async function destinationsToClaimFrom(trx: Kysely<Database>, now: number, limit: number, reported: readonly string[]): Promise<string[]> {
-  const window = now - (now % 1000);
+  const window = rateWindowOf(now);
   const rows = await trx
     .selectFrom((eb) =>
       eb
@@ -73,7 +71,7 @@ export async function destinationsToClaimFrom(trx: Kysely<Database>, now: number
             .selectFrom('deliveries')
             .select((eb) => eb.fn.min('next_attempt_at').as('due'))
             .whereRef('deliveries.destination_id', '=', 'd.id')
-            .where(pendingOfOneDestination('deliveries'))
+            .where(PENDING_OF_ONE_DESTINATION)
             .as('oldest_due'),
         )
         .where('d.status', '=', 'active')
@@ -116,7 +114,7 @@ async function dueOf(trx: Kysely<Database>, destinationId: string, now: number, 
     .selectFrom('deliveries')
     .select(['id', 'company_id', 'destination_id', 'webhook_uuid', 'webhook_received_at', 'integration_id', 'event', 'attempts', 'series', 'next_attempt_at'])
     .where('destination_id', '=', destinationId)
-    .where(pendingOfOneDestination('deliveries'))
+    .where(PENDING_OF_ONE_DESTINATION)
     .where('next_attempt_at', '<=', now)
     .orderBy('next_attempt_at')
     .limit(limit)
@@ -184,7 +182,7 @@ export async function claimCandidates(
     .groupBy('destination_id')
     .execute();
   const leased = new Map(inFlight.map((row) => [row.destination_id, Number(row.count)]));
-  const window = now - (now % 1000);
+  const window = rateWindowOf(now);
   const budget = new Map(
     destinationIds.map((id) => {
       const d = destinations.get(id)!;
@@ -287,6 +285,11 @@ export async function claimCandidates(
       webhookReceivedAt: Number(c.webhook_received_at),
     };
   });
+}
+
+/** The start of the one-second window a destination's rate limit counts `now` in. */
+function rateWindowOf(now: number): number {
+  return now - (now % 1000);
 }
 
 /** Requests the destination's current one-second window has taken so far. */

@@ -102,14 +102,14 @@ function lastAttempt(group: readonly AttemptResult[]) {
   };
 }
 
+/** How stale a destination's `last_success_at` may be: it is rewritten when it advances by this much. */
+const LAST_SUCCESS_RESOLUTION_MS = 1000;
+
 /**
  * Each destination's failure streak: a success ends it, a failure starts it if none runs.
  * A streak older than `disableAfterMs`, or a 410 Gone, disables the destination (its
  * deliveries are then held), with an audit record by the system.
  */
-/** How stale a destination's `last_success_at` may be: it is rewritten when it advances by this much. */
-const LAST_SUCCESS_RESOLUTION_MS = 1000;
-
 async function trackHealth(
   trx: Kysely<Database>,
   results: readonly AttemptResult[],

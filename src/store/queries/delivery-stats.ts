@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../schema.js';
-import { pendingOfOneDestination } from './delivery-claims.js';
+import { PENDING_OF_ONE_DESTINATION } from './delivery-claims.js';
 import { STATS_MAX_ATTEMPTS, type DeliveryBacklog, type DestinationStats } from '../store.js';
 
 /**
@@ -61,7 +61,7 @@ export async function destinationStats(
     .select((eb) => eb.fn.min('next_attempt_at').as('due'))
     .where('company_id', '=', companyId)
     .where('destination_id', '=', destinationId)
-    .where(pendingOfOneDestination('deliveries'))
+    .where(PENDING_OF_ONE_DESTINATION)
     .where('lease_token', 'is', null)
     .executeTakeFirst();
 

@@ -2,9 +2,10 @@ import type SQLite from 'better-sqlite3';
 import type { GroupRowWriter, NewDeliveryRow, RequestLogRow, WebhookRow } from '../group-rows.js';
 
 /**
- * A group's rows on SQLite (webhooks, request log, outbox): one prepared single-row INSERT a row, on the store's own
- * connection, inside the transaction commitBatch holds (better-sqlite3 runs them at once, on
- * the connection Kysely's transaction is using; no other statement can come between).
+ * A group's rows on SQLite (webhooks, request log, outbox): one prepared single-row INSERT
+ * a row, on the store's own connection, inside the transaction commitBatch holds
+ * (better-sqlite3 runs them at once, on the connection Kysely's transaction is using; no
+ * other statement can come between).
  *
  * Why not Kysely's multi-row INSERT: SQLite has no round trips to save, and a multi-row
  * statement is new SQL for every group size, which better-sqlite3 parses and plans again at
