@@ -2,7 +2,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { AdmissionGate } from '../src/intake/admission.js';
-import { blockLoop, buildTestApp, fillGroupsInFlight, sendWebhook, stallCommits, waitFor, type TestApp, type TestTenant } from './helpers.js';
+import { blockLoop, buildTestApp, fillGroupsInFlight, releaseStalledCommits, sendWebhook, stallCommits, waitFor, type TestApp, type TestTenant } from './helpers.js';
 import { scrape } from './support/metrics.js';
 import { answerAfter, exchange, openConnection, type RawResponse } from './support/raw-http.js';
 
@@ -265,6 +265,7 @@ describe('the write-queue bound in the app', () => {
       expect((await scrape(t.app)).value('intake_requests_shed_total', { bound: 'queue_wait' })).toBe(1);
     } finally {
       vi.restoreAllMocks();
+      releaseStalledCommits();
       await t.close();
     }
   });

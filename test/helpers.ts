@@ -123,12 +123,24 @@ export async function waitFor<T>(probe: () => Promise<T | undefined>, what: stri
 export function stallCommits(store: Store): () => void {
   let release: () => void = () => {};
   const stalled = new Promise<void>((resolve) => (release = resolve));
+  stalls.add(release);
   const commit = store.commitBatch.bind(store);
   vi.spyOn(store, 'commitBatch').mockImplementation(async (webhooks, logs) => {
     await stalled;
     return commit(webhooks, logs);
   });
   return release;
+}
+
+const stalls = new Set<() => void>();
+
+/**
+ * Releases every commit stallCommits still holds: for a test's cleanup, so that a test
+ * that failed before its own release does not leave the app's close waiting forever.
+ */
+export function releaseStalledCommits(): void {
+  for (const release of stalls) release();
+  stalls.clear();
 }
 
 /**

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { newId } from '../src/domain/ids.js';
 import { newSigningSecret } from '../src/destinations/signing.js';
-import { blockLoop, buildTestApp, fillGroupsInFlight, sendWebhook, stallCommits, testSecretBox, waitFor, type TestApp } from './helpers.js';
+import { blockLoop, buildTestApp, fillGroupsInFlight, releaseStalledCommits, sendWebhook, stallCommits, testSecretBox, waitFor, type TestApp } from './helpers.js';
 import { managementKey, PASSWORD } from './support/api.js';
 import { testDialect } from './support/databases.js';
 import { scrape, scrapeUrl, type Scrape } from './support/metrics.js';
@@ -28,6 +28,7 @@ const apps: TestApp[] = [];
 const receivers: Receiver[] = [];
 afterEach(async () => {
   vi.restoreAllMocks();
+  releaseStalledCommits();
   for (const app of apps.splice(0)) await app.close();
   for (const receiver of receivers.splice(0)) await receiver.close();
   await killAll();
