@@ -246,7 +246,7 @@ describe('the write-queue bound in the app', () => {
       const release = stallCommits(t.store);
 
       // The groups the writer may have in flight go to the store; the next webhook waits in the queue.
-      const queued = await fillGroupsInFlight(t.app, send);
+      const queued = await fillGroupsInFlight(t, send);
       await pause(100);
       const refused = await send();
 

@@ -145,19 +145,32 @@ export function releaseStalledCommits(): void {
 
 /**
  * With the store's commits stalled (stallCommits), sends webhooks one at a time until one
- * waits in the writer's queue (`intake_write_queue_depth` ≥ 1): every group the writer may hand
- * the store at once is then with it, whatever the database's group shape. Returns the
- * answers still to come, the last of them queued. On a loaded machine two sends can reach the
- * queue between scrapes, so any depth counts.
+ * waits in the writer's queue: every group the writer may hand the store at once is then
+ * with it, whatever the database's group shape. Returns the answers still to come, the last
+ * of them queued. Each send is followed until it has reached the writer (a new stalled
+ * commit, or the queue) before the next goes, so no timing decides where a webhook lands.
  */
-export async function fillGroupsInFlight<T>(app: AppInstance, send: () => Promise<T>): Promise<Array<Promise<T>>> {
+export async function fillGroupsInFlight<T>(t: Pick<TestApp, 'app' | 'store'>, send: () => Promise<T>): Promise<Array<Promise<T>>> {
+  const commits = vi.mocked(t.store.commitBatch).mock.calls;
   const sent: Array<Promise<T>> = [];
   for (let i = 0; i < 20; i++) {
+    const handed = commits.length;
     sent.push(send());
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    if ((await scrape(app)).value('intake_write_queue_depth') >= 1) return sent;
+    const queued = await waitFor(async () => {
+      if (commits.length > handed) return false;
+      if ((await queueDepth(t.app)) === 0) return undefined;
+      // A webhook just submitted waits for the writer's next turn (a setImmediate) even when
+      // a group could take it: it is queued for good only if it is still there after that.
+      await new Promise((resolve) => setImmediate(resolve));
+      return (await queueDepth(t.app)) >= 1 ? true : undefined;
+    }, 'the webhook sent to reach the writer (are commits stalled?)');
+    if (queued) return sent;
   }
   throw new Error(`${sent.length} webhooks sent, and none waits in the writer's queue: are commits stalled?`);
+}
+
+async function queueDepth(app: AppInstance): Promise<number> {
+  return (await scrape(app)).value('intake_write_queue_depth');
 }
 
 /** Holds the event loop in one turn, as a burst of requests does under overload. */

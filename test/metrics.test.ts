@@ -122,8 +122,8 @@ describe(`/metrics (${testDialect()})`, () => {
     expect(moved(before, after, 'intake_key_cache_lookups_total', { kind: 'key', result: 'miss' })).toBeGreaterThanOrEqual(1);
   });
 
-  test('a request shed for the event loop, and one refused by a full queue, are counted by their bound', async () => {
-    const t = await app({ INTAKE_MAX_EVENT_LOOP_LAG_MS: '50', INTAKE_WRITE_QUEUE_MAX: '1' });
+  test('a request shed for the event loop is counted by its bound', async () => {
+    const t = await app({ INTAKE_MAX_EVENT_LOOP_LAG_MS: '50' });
     const tenant = await t.newTenant();
     const send = () => sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey });
     expect((await send()).statusCode).toBe(202);
@@ -132,11 +132,25 @@ describe(`/metrics (${testDialect()})`, () => {
     await sleep(30);
     blockLoop(150);
     expect((await send()).statusCode).toBe(503);
-    await sleep(30);
+
+    const after = await scrape(t.app);
+    expect(moved(before, after, 'intake_requests_shed_total', { bound: 'event_loop_lag' })).toBe(1);
+    expect(moved(before, after, 'intake_requests_shed_total', { bound: 'queue_full' })).toBe(0);
+    expect(moved(before, after, 'intake_webhook_requests_total', { ...WEBHOOK_ROUTE, outcome: 'service_unavailable', status: '503' })).toBe(1);
+  });
+
+  // Without the event-loop bound: on a loaded machine a pause of the loop would shed one of
+  // the webhooks that fill the writer, which this test needs accepted.
+  test('a request refused by a full queue is counted by its bound; the queue is measured while it waits', async () => {
+    const t = await app({ INTAKE_WRITE_QUEUE_MAX: '1' });
+    const tenant = await t.newTenant();
+    const send = () => sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey });
+    expect((await send()).statusCode).toBe(202);
+    const before = await scrape(t.app);
 
     // The database stalls: the groups the writer may have in flight go to the store, the next webhook waits, another finds the queue full.
     const release = stallCommits(t.store);
-    const queued = await fillGroupsInFlight(t.app, send);
+    const queued = await fillGroupsInFlight(t, send);
     const waiting = await scrape(t.app);
     expect(waiting.value('intake_write_queue_depth')).toBe(1);
     expect(waiting.value('intake_write_queue_bytes')).toBeGreaterThan(0);
@@ -146,10 +160,10 @@ describe(`/metrics (${testDialect()})`, () => {
     expect((await Promise.all(queued)).map((answer) => answer.statusCode)).toEqual(queued.map(() => 202));
 
     const after = await scrape(t.app);
-    expect(moved(before, after, 'intake_requests_shed_total', { bound: 'event_loop_lag' })).toBe(1);
     expect(moved(before, after, 'intake_requests_shed_total', { bound: 'queue_full' })).toBe(1);
+    expect(moved(before, after, 'intake_requests_shed_total', { bound: 'event_loop_lag' })).toBe(0);
     expect(moved(before, after, 'intake_requests_shed_total', { bound: 'queue_wait' })).toBe(0);
-    expect(moved(before, after, 'intake_webhook_requests_total', { ...WEBHOOK_ROUTE, outcome: 'service_unavailable', status: '503' })).toBe(2);
+    expect(moved(before, after, 'intake_webhook_requests_total', { ...WEBHOOK_ROUTE, outcome: 'service_unavailable', status: '503' })).toBe(1);
     expect(after.value('intake_write_queue_depth')).toBe(0);
   });
 
