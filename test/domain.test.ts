@@ -303,6 +303,10 @@ describe('webhook body', () => {
     expect(parse(nested(128)).event).toBe('deep');
     expectAppError(() => parse(nested(129)), 'invalid_json');
     expectAppError(() => parse(nested(100_000)), 'invalid_json');
+    // Objects count as arrays do, and only the deepest branch matters.
+    const objects = (levels: number) => `{"event":"deep","data":{"wide":[1,2,{"x":null}],"a":${'{"k":'.repeat(levels - 2)}0${'}'.repeat(levels - 2)}}}`;
+    expect(parse(objects(128)).event).toBe('deep');
+    expectAppError(() => parse(objects(129)), 'invalid_json');
     // Brackets inside strings, escaped quotes included, are not nesting.
     const inString = JSON.stringify({ event: 'e', data: { s: `\\"${'['.repeat(1000)}`, t: '{'.repeat(1000) } });
     expect(nestingDepth(inString)).toBe(2);
