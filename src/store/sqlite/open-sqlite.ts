@@ -90,7 +90,7 @@ class IntakeSqliteDialect extends SqliteDialect {
 
 class IntakeSqliteDriver extends SqliteDriver {
   constructor(private readonly database: SQLite.Database) {
-    super({ database });
+    super({ database: withStatementCache(database) });
   }
 
   /**
@@ -107,4 +107,33 @@ class IntakeSqliteDriver extends SqliteDriver {
   override async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
     if (this.database.inTransaction) await super.rollbackTransaction(connection);
   }
+}
+
+/** Statements kept per connection at most; the least recently used one goes first. */
+const MAX_CACHED_STATEMENTS = 500;
+
+/**
+ * The connection as Kysely's SQLite driver sees it, with its statements kept: the driver
+ * prepares every query anew, and a profile of the commit thread under load (intake with a
+ * destination) showed `prepare` at 8 % of its busy time, for the same few texts each
+ * round. A statement SQLite has to recompile after a schema change does so by itself; one
+ * still being iterated (`busy`) is not shared, a fresh one is prepared for the caller.
+ */
+export function withStatementCache(database: SQLite.Database): SQLite.Database {
+  const statements = new Map<string, SQLite.Statement>();
+  const prepare = (source: string): SQLite.Statement => {
+    let statement = statements.get(source);
+    if (statement !== undefined) {
+      if (statement.busy) return database.prepare(source);
+      statements.delete(source);
+    } else {
+      statement = database.prepare(source);
+      if (statements.size >= MAX_CACHED_STATEMENTS) statements.delete(statements.keys().next().value!);
+    }
+    statements.set(source, statement);
+    return statement;
+  };
+  return new Proxy(database, {
+    get: (target, property) => (property === 'prepare' ? prepare : Reflect.get(target, property, target)),
+  });
 }
