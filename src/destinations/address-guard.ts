@@ -101,7 +101,7 @@ export class AddressGuard {
   }
 
   /**
-   * A `lookup` for http.Agent (net calls it with `all` true or false, and a family): the
+   * A `lookup` for the connections of deliveries (net calls it with `all` true or false, and a family): the
    * addresses the connection will use, or an error with `code` EBLOCKEDADDRESS when any of
    * them is refused. Judging exactly what is connected to leaves no room for DNS rebinding
    * (a name that answers a public address at creation and 127.0.0.1 at the attempt).
