@@ -99,12 +99,30 @@ function ownCopy(bytes: Uint8Array): Buffer {
   return copy;
 }
 
-/** Rebuilds arrays and plain objects, passing each byte array through `bytes`; anything else as is. */
+/**
+ * Passes each byte array through `bytes`; an array or plain object is copied only when
+ * something inside it changed, anything else is returned as is. Every group commit and
+ * every delivery exchange goes through here twice (posted, then revived): rebuilding every
+ * object whether or not it held bytes cost 3.5 % of the event loop in a profile of intake
+ * with a destination.
+ */
 function walk(value: unknown, bytes: (value: Uint8Array) => Uint8Array): unknown {
+  if (typeof value !== 'object' || value === null) return value;
   if (value instanceof Uint8Array) return bytes(value);
-  if (Array.isArray(value)) return value.map((item) => walk(item, bytes));
-  if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
-    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, walk(item, bytes)]));
+  if (Array.isArray(value)) {
+    let changed: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      const walked = walk(item, bytes);
+      if (walked !== item) (changed ??= value.slice())[i] = walked;
+    }
+    return changed ?? value;
   }
-  return value;
+  if (Object.getPrototypeOf(value) !== Object.prototype) return value;
+  let changed: Record<string, unknown> | undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const walked = walk(item, bytes);
+    if (walked !== item) (changed ??= { ...value })[key] = walked;
+  }
+  return changed ?? value;
 }
