@@ -204,6 +204,11 @@ export interface LagResult {
   lagMs: Percentiles;
   /** Negative when a delivery overtook its own 202 on the way back. */
   minMs: number;
+  /**
+   * The lag of the webhooks answered in each second of the load (from its first 202): where
+   * in the run the late ones were, a stall or a backlog that grew.
+   */
+  bySecond: Array<{ second: number; accepted: number; p50: number; p99: number }>;
 }
 
 /** Sets each accepted webhook's 202 against its first arrival at the receiver. */
@@ -219,7 +224,19 @@ export function lagOf(accepted: AcceptedLog, arrivals: { ids: string[]; arrivedA
     const arrivedAt = first.get(uuid);
     return arrivedAt === undefined ? Number.POSITIVE_INFINITY : arrivedAt - answeredAt;
   });
+  let start = Number.POSITIVE_INFINITY;
+  for (const answeredAt of accepted.answeredAt.values()) start = Math.min(start, answeredAt);
+  const seconds: number[][] = [];
+  [...accepted.answeredAt.values()].forEach((answeredAt, index) => {
+    (seconds[Math.floor((answeredAt - start) / 1000)] ??= []).push(lags[index]!);
+  });
+  const bySecond = seconds.flatMap((inSecond, second) => {
+    if (inSecond === undefined) return [];
+    const { p50, p99 } = percentiles(inSecond);
+    return [{ second, accepted: inSecond.length, p50, p99 }];
+  });
   return {
+    bySecond,
     accepted: accepted.answeredAt.size,
     delivered: first.size,
     duplicates,

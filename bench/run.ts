@@ -224,6 +224,7 @@ async function main(): Promise<void> {
   const lagDrain = await benchDestination.drain(DRAIN_MAX_MS);
   const lag = lagOf(accepted, await receiverClient.arrivals(arrivalsFrom));
   process.stdout.write(`    ${lag.delivered} of ${lag.accepted} delivered, lag p99 ${lag.lagMs.p99} ms\n`);
+  process.stdout.write(`    lag p99 by second: ${lag.bySecond.map((second) => Math.round(second.p99)).join(' ')} ms\n`);
 
   await sleep(2_000);
   process.stdout.write(`  overload at ${Math.round(maxRate * 2)}/s for ${settings.seconds} s, then recovery\n`);

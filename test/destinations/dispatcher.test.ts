@@ -1,9 +1,9 @@
 import { Webhook } from 'standardwebhooks';
-import { afterEach, describe, expect, test } from 'vitest';
+import { afterEach, describe, expect, test, vi } from 'vitest';
 import { newId } from '../../src/domain/ids.js';
 import { newSigningSecret } from '../../src/destinations/signing.js';
 import type { NewDestination } from '../../src/store/store.js';
-import { buildTestApp, sendWebhook, testSecretBox, type TestApp, type TestTenant } from '../helpers.js';
+import { buildTestApp, sendWebhook, testSecretBox, waitFor, type TestApp, type TestTenant } from '../helpers.js';
 import { webhook } from '../support/webhooks.js';
 import { flakyReceiver, goneReceiver, hangUpReceiver, okReceiver, silentReceiver, startReceiver, tooManyReceiver, type Receiver } from '../support/receivers.js';
 
@@ -272,4 +272,36 @@ test('while intake is near one of its bounds, no delivery is claimed: deliveries
   pressure = false;
   expect(await at(clock)).toBe(1);
   expect(await onlyDelivery(id)).toMatchObject({ state: 'succeeded' });
+});
+
+test("a round's attempts that end quickly are written in the next round, whose claim has the destination's whole max_in_flight again", async () => {
+  // Workers running on their own, a database slow to answer (every exchange 100 ms), a
+  // receiver that answers at once: 30 deliveries to a destination taking 10 at a time.
+  clock = Date.now() + SECOND;
+  t = await buildTestApp({ INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' }, { delivery: { start: false, now: () => clock, maxWaitForAttemptsMs: 5000 } });
+  tenant = await t.newTenant();
+  const target = await receiver(okReceiver());
+  await destination(target.url, { maxInFlight: 10 });
+  for (let i = 0; i < 30; i++) await send();
+  const rounds: Array<{ results: number; claimed: number }> = [];
+  const exchange = t.store.exchangeDeliveries.bind(t.store);
+  vi.spyOn(t.store, 'exchangeDeliveries').mockImplementation(async (...args) => {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const answer = await exchange(...args);
+    rounds.push({ results: args[0].length, claimed: answer.claimed.length });
+    return answer;
+  });
+
+  t.app.dispatcher.start();
+  await waitFor(async () => (rounds.filter((round) => round.results > 0).reduce((sum, round) => sum + round.results, 0) === 30 ? true : undefined), 'every result written', 10_000);
+  const working = rounds.filter((round) => round.results > 0 || round.claimed > 0);
+  // Started at once after a claim, each round found the last one's attempts still leased:
+  // claims of 10, then 1 and 9 and so on, the destination's room shared by two rounds.
+  expect(working).toEqual([
+    { results: 0, claimed: 10 },
+    { results: 10, claimed: 10 },
+    { results: 10, claimed: 10 },
+    { results: 10, claimed: 0 },
+  ]);
+  expect(target.received).toHaveLength(30);
 });
