@@ -22,6 +22,11 @@ export interface DialectTypes {
   ): CreateTableBuilder<T>;
   /** Runs after a time-series table exists (PostgreSQL adds its default partition). */
   afterTimeSeriesTable(db: Kysely<unknown>, tableName: string): Promise<void>;
+  /**
+   * Has a table whose rows are updated as work moves through it vacuumed soon and at full
+   * speed (PostgreSQL's per-table autovacuum settings; SQLite has no vacuum to tune).
+   */
+  vacuumAsQueue(db: Kysely<unknown>, tableName: string): Promise<void>;
   /** Makes every insert into `tableName` wake listeners on `channel` (PostgreSQL NOTIFY). */
   notifyOnInsert(db: Kysely<unknown>, tableName: string, channel: string): Promise<void>;
   /**

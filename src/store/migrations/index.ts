@@ -8,6 +8,7 @@ import * as accounts from './0005-accounts.js';
 import * as sources from './0006-sources.js';
 import * as destinations from './0007-destinations.js';
 import * as deliveriesWaiting from './0008-deliveries-waiting.js';
+import * as deliveriesVacuum from './0009-deliveries-vacuum.js';
 
 export { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../dialect-types.js';
 
@@ -26,6 +27,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0006-sources': sources,
   '0007-destinations': destinations,
   '0008-deliveries-waiting': deliveriesWaiting,
+  '0009-deliveries-vacuum': deliveriesVacuum,
 };
 
 /** Every migration's name, in order: what a new database gets. */

@@ -24,6 +24,12 @@ export const POSTGRES_TYPES: DialectTypes = {
   afterTimeSeriesTable: async (db, tableName) => {
     await sql`create table ${sql.id(`${tableName}_default`)} partition of ${sql.id(tableName)} default`.execute(db);
   },
+  // Vacuumed once 1 % of the rows (and at least 1,000) are dead, without the cost-based
+  // pauses: what queue tables are given, since every read of the work to do walks the dead
+  // index entries of rows already done until vacuum removes them.
+  vacuumAsQueue: async (db, tableName) => {
+    await sql`alter table ${sql.id(tableName)} set (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0.02)`.execute(db);
+  },
   // A trigger, so every writer (this server, another node, the CLI, a hand-written fix)
   // wakes the listeners; NOTIFY is delivered when the transaction commits.
   notifyOnInsert: async (db, tableName, channel) => {

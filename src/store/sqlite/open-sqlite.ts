@@ -17,6 +17,8 @@ export const SQLITE_TYPES: DialectTypes = {
   // One file, purged by batched deletes: time needs no place in the key.
   addTimeSeriesKey: (table, _tableName, idColumn) => table.addColumn(idColumn, 'text', (c) => c.primaryKey()),
   afterTimeSeriesTable: async () => {},
+  // Deleted and updated pages are reused in place; nothing to schedule.
+  vacuumAsQueue: async () => {},
   // Nothing to wake: other processes see auth_changes by polling it.
   notifyOnInsert: async () => {},
   // instr, not LIKE: SQLite's LIKE ignores ASCII case.
