@@ -27,6 +27,8 @@ export interface DialectTypes {
    * speed (PostgreSQL's per-table autovacuum settings; SQLite has no vacuum to tune).
    */
   vacuumAsQueue(db: Kysely<unknown>, tableName: string): Promise<void>;
+  /** Vacuums the table now, unless another session is (PostgreSQL); nothing on SQLite. */
+  vacuumNow(db: Kysely<any>, tableName: string): Promise<void>;
   /** Makes every insert into `tableName` wake listeners on `channel` (PostgreSQL NOTIFY). */
   notifyOnInsert(db: Kysely<unknown>, tableName: string, channel: string): Promise<void>;
   /**

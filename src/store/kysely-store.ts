@@ -943,6 +943,9 @@ export class KyselyStore implements Store {
   reconcileHeldDeliveries(now: number, limit: number): Promise<number> {
     return deliveryWork.reconcileHeldDeliveries(this.db, now, limit);
   }
+  vacuumDeliveries(): Promise<void> {
+    return this.types.vacuumNow(this.db, 'deliveries');
+  }
   createDestination(companyId: string, destination: NewDestination, audit: AuditEvent): Promise<Destination> {
     return destinations.createDestination(this.db, companyId, destination, audit);
   }

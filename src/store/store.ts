@@ -93,6 +93,12 @@ export interface Store {
    * claims never scan a paused destination's backlog. Returns how many moved.
    */
   reconcileHeldDeliveries(now: number, limit: number): Promise<number>;
+  /**
+   * Vacuums the deliveries table now (PostgreSQL; nothing on SQLite), skipping it when
+   * another node is vacuuming it: the dead entries every lease and result leaves in the
+   * claim's indexes go, whatever the server's autovacuum does.
+   */
+  vacuumDeliveries(): Promise<void>;
 
   /**
    * Retention: deletes webhooks and request-log rows older than their company's retention,

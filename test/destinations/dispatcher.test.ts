@@ -305,3 +305,35 @@ test("a round's attempts that end quickly are written in the next round, whose c
   ]);
   expect(target.received).toHaveLength(30);
 });
+
+test('a node that wrote enough results vacuums the deliveries table itself, in the background, once per interval', async () => {
+  clock = Date.now() + SECOND;
+  t = await buildTestApp({ INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' }, { delivery: { start: false, now: () => clock, vacuumAfterResults: 3 } });
+  tenant = await t.newTenant();
+  const target = await receiver(okReceiver());
+  await destination(target.url);
+  const vacuums = vi.spyOn(t.store, 'vacuumDeliveries');
+  await send();
+  await send();
+  expect(await at(clock)).toBe(2);
+  expect(vacuums).not.toHaveBeenCalled();
+  await send();
+  expect(await at(clock)).toBe(1);
+  expect(vacuums).toHaveBeenCalledTimes(1);
+  await vacuums.mock.results[0]!.value;
+  if (t.database.dialect === 'postgres') {
+    const [stats] = await t.database.query<{ vacuums: string }>(
+      "select vacuum_count as vacuums from pg_stat_user_tables where relname = 'deliveries' and schemaname = current_schema()",
+    );
+    expect(Number(stats!.vacuums)).toBeGreaterThanOrEqual(1);
+  }
+  // Not again within the interval, however many results.
+  for (let i = 0; i < 4; i++) await send();
+  clock += 10 * SECOND;
+  expect(await at(clock)).toBe(4);
+  expect(vacuums).toHaveBeenCalledTimes(1);
+  clock += 30 * SECOND;
+  await send();
+  expect(await at(clock)).toBe(1);
+  expect(vacuums).toHaveBeenCalledTimes(2);
+});

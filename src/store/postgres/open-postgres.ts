@@ -30,6 +30,10 @@ export const POSTGRES_TYPES: DialectTypes = {
   vacuumAsQueue: async (db, tableName) => {
     await sql`alter table ${sql.id(tableName)} set (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0.02)`.execute(db);
   },
+  // Outside any transaction (VACUUM cannot run in one), on a connection of the pool.
+  vacuumNow: async (db, tableName) => {
+    await sql`vacuum (skip_locked) ${sql.id(tableName)}`.execute(db);
+  },
   // A trigger, so every writer (this server, another node, the CLI, a hand-written fix)
   // wakes the listeners; NOTIFY is delivered when the transaction commits.
   notifyOnInsert: async (db, tableName, channel) => {

@@ -19,6 +19,7 @@ export const SQLITE_TYPES: DialectTypes = {
   afterTimeSeriesTable: async () => {},
   // Deleted and updated pages are reused in place; nothing to schedule.
   vacuumAsQueue: async () => {},
+  vacuumNow: async () => {},
   // Nothing to wake: other processes see auth_changes by polling it.
   notifyOnInsert: async () => {},
   // instr, not LIKE: SQLite's LIKE ignores ASCII case.
