@@ -45,6 +45,15 @@ function moved(before: Scrape, after: Scrape, name: string, labels: Record<strin
   return after.value(name, labels) - before.value(name, labels);
 }
 
+/** An app that has accepted one webhook, how to send another, and a scrape after the first. */
+async function acceptingOne(env: Record<string, string>) {
+  const t = await app(env);
+  const tenant = await t.newTenant();
+  const send = () => sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey });
+  expect((await send()).statusCode).toBe(202);
+  return { t, send, before: await scrape(t.app) };
+}
+
 function observations(before: Scrape, after: Scrape, name: string, labels: Record<string, string> = {}): number {
   return after.histogram(name, labels).count - before.histogram(name, labels).count;
 }
@@ -123,11 +132,7 @@ describe(`/metrics (${testDialect()})`, () => {
   });
 
   test('a request shed for the event loop is counted by its bound', async () => {
-    const t = await app({ INTAKE_MAX_EVENT_LOOP_LAG_MS: '50' });
-    const tenant = await t.newTenant();
-    const send = () => sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey });
-    expect((await send()).statusCode).toBe(202);
-    const before = await scrape(t.app);
+    const { t, send, before } = await acceptingOne({ INTAKE_MAX_EVENT_LOOP_LAG_MS: '50' });
 
     await sleep(30);
     blockLoop(150);
@@ -142,11 +147,7 @@ describe(`/metrics (${testDialect()})`, () => {
   // Without the event-loop bound: on a loaded machine a pause of the loop would shed one of
   // the webhooks that fill the writer, which this test needs accepted.
   test('a request refused by a full queue is counted by its bound; the queue is measured while it waits', async () => {
-    const t = await app({ INTAKE_WRITE_QUEUE_MAX: '1' });
-    const tenant = await t.newTenant();
-    const send = () => sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey });
-    expect((await send()).statusCode).toBe(202);
-    const before = await scrape(t.app);
+    const { t, send, before } = await acceptingOne({ INTAKE_WRITE_QUEUE_MAX: '1' });
 
     // The database stalls: the groups the writer may have in flight go to the store, the next webhook waits, another finds the queue full.
     const release = stallCommits(t.store);

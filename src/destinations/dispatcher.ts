@@ -63,6 +63,13 @@ const VACUUM_EVERY_MS = 30_000;
 const RETRY_AFTER_FAILURE_MS = 1000;
 const USER_AGENT = 'intake-destinations/1';
 
+/** What a round did: deliveries claimed, their attempts (under way), how long it took. */
+interface Round {
+  claimed: number;
+  attempts: Array<Promise<void>>;
+  ms: number;
+}
+
 function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
@@ -101,8 +108,6 @@ export class DeliveryDispatcher {
   private readonly recent = new Map<string, PendingWebhook>();
   private recentBytes = 0;
   private readonly sends = new Set<Promise<void>>();
-  /** The attempts the last round started, and how long it took (letAttemptsEnd). */
-  private lastRound: { attempts: Array<Promise<void>>; ms: number } = { attempts: [], ms: 0 };
   private readonly now: () => number;
   /**
    * Attempts made since start, by outcome, rounds that claimed nothing because intake was
@@ -154,7 +159,7 @@ export class DeliveryDispatcher {
       return;
     }
     clearTimeout(this.pollTimer);
-    this.round = this.runRound(true).then(() => this.letAttemptsEnd()).finally(() => {
+    this.round = this.runRound(true).then((round) => this.letAttemptsEnd(round)).finally(() => {
       this.round = undefined;
       if (!this.running) return;
       if (this.again) {
@@ -183,16 +188,18 @@ export class DeliveryDispatcher {
    */
   async runOnce(): Promise<number> {
     await this.reconcile(true);
-    const claimed = await this.runRound(true);
+    const { claimed } = await this.runRound(true);
     await Promise.all(this.sends);
     await this.runRound(false);
     return claimed;
   }
 
-  /** One exchange: the results gathered so far, and (if `claim`) as many due deliveries as there is room for. */
-  private async runRound(claim: boolean): Promise<number> {
+  /**
+   * One exchange: the results gathered so far, and (if `claim`) as many due deliveries as
+   * there is room for, their attempts started.
+   */
+  private async runRound(claim: boolean): Promise<Round> {
     const started = performance.now();
-    this.lastRound = { attempts: [], ms: 0 };
     const results = this.results.splice(0);
     let room = claim ? this.options.concurrency - this.inFlight : 0;
     if (room > 0 && this.options.underPressure()) {
@@ -220,33 +227,29 @@ export class DeliveryDispatcher {
       this.counts.disabled += disabled.length;
       // A full claim may have left more due: look again at once.
       if (claimed.length > 0 && claimed.length === room) this.again = true;
-      this.lastRound = { attempts: await this.send(claimed), ms: performance.now() - started };
-      return claimed.length;
+      const attempts = await this.send(claimed);
+      return { claimed: claimed.length, attempts, ms: performance.now() - started };
     } catch (error) {
       // Kept for the next round; past the bound the claims expire and are attempted again.
       this.results.unshift(...results.slice(0, Math.max(0, MAX_UNWRITTEN_RESULTS - this.results.length)));
       this.log.error({ err: error, results: results.length }, 'delivery round failed');
       await pause(RETRY_AFTER_FAILURE_MS);
-      return 0;
+      return { claimed: 0, attempts: [], ms: 0 };
     }
   }
 
   /**
    * Before the next round, the attempts the last one started get a moment to end (at most
-   * as long as that round took, and maxWaitForAttemptsMs), so that their results go in
-   * it and their leases are free for its claim. Started at once, the next round would find
-   * them still leased: a destination's `max_in_flight` would then be shared by two rounds'
-   * claims, and with rounds of 30 ms on a loaded PostgreSQL and answers in 2, deliveries
-   * went out about 50 a round instead of 100. Nudges meanwhile only ask for that round.
+   * as long as that round took, and maxWaitForAttemptsMs), so that their results go in it
+   * and their leases are free for its claim. Started at once, the next round would find
+   * them still leased, and a destination's `max_in_flight` would be shared by two rounds'
+   * claims: with rounds of 30 ms on a loaded PostgreSQL and answers that came within the
+   * round, deliveries went out 49 a round on average instead of up to 100. Nudges meanwhile
+   * only ask for that round.
    */
-  private async letAttemptsEnd(): Promise<void> {
-    const { attempts, ms } = this.lastRound;
+  private async letAttemptsEnd({ attempts, ms }: Round): Promise<void> {
     if (attempts.length === 0) return;
-    let timer: NodeJS.Timeout | undefined;
-    const longest = Math.min(ms, this.options.maxWaitForAttemptsMs ?? MAX_WAIT_FOR_ATTEMPTS_MS);
-    const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, longest)));
-    await Promise.race([Promise.all(attempts), waited]);
-    clearTimeout(timer);
+    await Promise.race([Promise.all(attempts), pause(Math.min(ms, this.options.maxWaitForAttemptsMs ?? MAX_WAIT_FOR_ATTEMPTS_MS))]);
   }
 
   /**

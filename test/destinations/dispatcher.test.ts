@@ -2,6 +2,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { newId } from '../../src/domain/ids.js';
 import { newSigningSecret } from '../../src/destinations/signing.js';
+import type { DispatcherOptions } from '../../src/destinations/dispatcher.js';
 import type { NewDestination } from '../../src/store/store.js';
 import { buildTestApp, sendWebhook, testSecretBox, waitFor, type TestApp, type TestTenant } from '../helpers.js';
 import { webhook } from '../support/webhooks.js';
@@ -25,11 +26,14 @@ let tenant: TestTenant;
 let clock: number;
 const receivers: Receiver[] = [];
 
-/** The app with its delivery workers stopped (the test drives them) on a clock that starts now. */
-async function setup(env: Record<string, string> = { INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' }) {
+/**
+ * The app with its delivery workers stopped (the test drives them, or starts them) on a
+ * clock that starts now; `delivery` overrides the workers' options.
+ */
+async function setup(env: Record<string, string> = { INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' }, delivery: Partial<DispatcherOptions> = {}) {
   clock = Date.now() + SECOND;
   // random() = 0.5: a jitter factor of exactly 1, so each delay is the schedule's own.
-  t = await buildTestApp(env, { delivery: { start: false, now: () => clock, random: () => 0.5 } });
+  t = await buildTestApp(env, { delivery: { start: false, now: () => clock, random: () => 0.5, ...delivery } });
   tenant = await t.newTenant();
 }
 
@@ -260,9 +264,7 @@ test('a webhook purged before its delivery could be sent ends the delivery as fa
 
 test('while intake is near one of its bounds, no delivery is claimed: deliveries wait, webhooks are not refused for them', async () => {
   let pressure = true;
-  clock = Date.now() + SECOND;
-  t = await buildTestApp({ INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' }, { delivery: { start: false, now: () => clock, underPressure: () => pressure } });
-  tenant = await t.newTenant();
+  await setup(undefined, { underPressure: () => pressure });
   const target = await receiver(okReceiver());
   const { id } = await destination(target.url);
   await send();
@@ -277,9 +279,7 @@ test('while intake is near one of its bounds, no delivery is claimed: deliveries
 test("a round's attempts that end quickly are written in the next round, whose claim has the destination's whole max_in_flight again", async () => {
   // Workers running on their own, a database slow to answer (every exchange 100 ms), a
   // receiver that answers at once: 30 deliveries to a destination taking 10 at a time.
-  clock = Date.now() + SECOND;
-  t = await buildTestApp({ INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' }, { delivery: { start: false, now: () => clock, maxWaitForAttemptsMs: 5000 } });
-  tenant = await t.newTenant();
+  await setup(undefined, { maxWaitForAttemptsMs: 5000 });
   const target = await receiver(okReceiver());
   await destination(target.url, { maxInFlight: 10 });
   for (let i = 0; i < 30; i++) await send();
@@ -307,9 +307,7 @@ test("a round's attempts that end quickly are written in the next round, whose c
 });
 
 test('a node that wrote enough results vacuums the deliveries table itself, in the background, once per interval', async () => {
-  clock = Date.now() + SECOND;
-  t = await buildTestApp({ INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' }, { delivery: { start: false, now: () => clock, vacuumAfterResults: 3 } });
-  tenant = await t.newTenant();
+  await setup(undefined, { vacuumAfterResults: 3 });
   const target = await receiver(okReceiver());
   await destination(target.url);
   const vacuums = vi.spyOn(t.store, 'vacuumDeliveries');

@@ -120,7 +120,9 @@ function walk(value: unknown, bytes: (value: Uint8Array) => Uint8Array): unknown
   }
   if (Object.getPrototypeOf(value) !== Object.prototype) return value;
   let changed: Record<string, unknown> | undefined;
-  for (const [key, item] of Object.entries(value)) {
+  // for…in, not Object.entries: no array of pairs per object (a plain object's keys are its own).
+  for (const key in value) {
+    const item = (value as Record<string, unknown>)[key];
     const walked = walk(item, bytes);
     if (walked !== item) (changed ??= { ...value })[key] = walked;
   }
