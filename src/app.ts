@@ -114,8 +114,9 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
       maxQueuedBytes: config.writeQueueMaxBytes,
       ...GROUP_SHAPES[store.dialect],
       // The outbox rows are in the same commit: the dispatcher can claim them at once, and
-      // send them from memory without reading the bodies back.
-      onAccepted: (webhooks) => dispatcher.committed(webhooks),
+      // send them from memory without reading the bodies back. Webhooks no destination
+      // wants are not handed over: kept, they would only cost memory and garbage collection.
+      onDeliveriesDue: (webhooks) => dispatcher.committed(webhooks),
       onWritten: (group) => metrics.groupWritten(group),
     },
     logger,

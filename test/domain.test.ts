@@ -546,6 +546,41 @@ describe('GroupCommitWriter', () => {
     expect(await store.listRequestLog(seeded.companyId, seeded.integrationId, 100)).toHaveLength(50);
   });
 
+  test('after a commit, only the webhooks with a delivery due are handed on (the others are not kept for delivery)', async () => {
+    const { store, seeded } = await setup();
+    const destinationId = newId('dst');
+    const actor = { type: 'cli' as const, id: 'test', ip: null };
+    const audit = { actor, action: 'destination.create', targetType: 'destination', targetId: destinationId, at: Date.now() };
+    const destination = {
+      id: destinationId,
+      name: 'Orders',
+      url: 'https://orders.example.com/hooks',
+      integrationIds: null,
+      eventPatterns: ['order.*'],
+      headersSealed: null,
+      headerNames: [],
+      timeoutMs: 15_000,
+      ratePerSecond: null,
+      maxInFlight: 10,
+      secretSealed: 'sealed-secret',
+      createdAt: Date.now(),
+    };
+    await store.createDestination(seeded.companyId, destination, audit);
+    const handedOn: string[][] = [];
+    const writer = new GroupCommitWriter(
+      store,
+      { maxQueued: 1000, maxQueuedBytes: 1 << 20, onDeliveriesDue: (webhooks) => handedOn.push(webhooks.map((w) => w.uuid)) },
+      logger,
+    );
+    const order = { ...webhook(seeded), event: 'order.created' };
+    const others = [webhook(seeded), webhook(seeded)];
+    await Promise.all([order, ...others].map((w) => writer.submit(w)));
+    expect(handedOn).toEqual([[order.uuid]]);
+
+    await Promise.all([webhook(seeded), webhook(seeded)].map((w) => writer.submit(w)));
+    expect(handedOn).toEqual([[order.uuid]]);
+  });
+
   test('beyond maxQueued, submit refuses with service_unavailable and a retry delay; nothing is stored', async () => {
     const { store, seeded } = await setup();
     const writer = new GroupCommitWriter(store, { maxQueued: 3, maxQueuedBytes: 1 << 20 }, logger);

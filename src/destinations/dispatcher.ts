@@ -41,9 +41,10 @@ export interface DispatcherOptions {
 }
 
 /**
- * Bytes of bodies of webhooks this node committed, kept for their first attempt (oldest
- * dropped first): most deliveries are made within milliseconds of their commit, by the
- * node that committed them, and then need no read of the body from the database.
+ * Bytes of bodies of webhooks this node committed with deliveries due, kept for their first
+ * attempt (oldest dropped first): most deliveries are made within milliseconds of their
+ * commit, by the node that committed them, and then need no read of the body from the
+ * database.
  */
 const RECENT_BODY_BYTES = 16 * 1024 * 1024;
 /** Results kept for another try at most while the database refuses them. */
@@ -135,10 +136,10 @@ export class DeliveryDispatcher {
     this.nudge();
   }
 
-  /** A group of webhooks committed here: their bodies are kept for their deliveries, which may be due now. */
+  /** Webhooks committed here with deliveries due now: their bodies are kept for those deliveries. */
   committed(webhooks: readonly PendingWebhook[]): void {
-    // Kept as they are: most are never delivered (their company has no destination), so
-    // nothing is parsed or copied on intake's path; bodiesOf reads what a delivery needs.
+    // Kept as they are, so nothing is parsed or copied on intake's path; bodiesOf reads
+    // what a delivery needs.
     for (const webhook of webhooks) {
       this.recent.set(webhook.uuid, webhook);
       this.recentBytes += keptBytes(webhook);

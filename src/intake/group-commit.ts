@@ -25,8 +25,8 @@ export interface GroupCommitOptions {
   maxInFlight?: number;
   /** Seconds a refused sender is told to wait. */
   retryAfterSeconds?: number;
-  /** Called with the webhooks of a group once it commits (their deliveries may be due now). */
-  onAccepted?: (webhooks: PendingWebhook[]) => void;
+  /** Called once a group commits, with those of its webhooks that have deliveries due now. */
+  onDeliveriesDue?: (webhooks: PendingWebhook[]) => void;
   /** Called after each transaction of webhooks and log rows, committed or failed (for /metrics). */
   onWritten?: (group: WrittenGroup) => void;
 }
@@ -249,8 +249,8 @@ export class GroupCommitWriter {
       written(true);
       this.failing = false;
       group.forEach((waiting, i) => waiting.resolve(outcomes[i]!));
-      const accepted = group.filter((_, i) => outcomes[i]!.kind === 'accepted').map((waiting) => waiting.webhook);
-      if (accepted.length > 0) this.options.onAccepted?.(accepted);
+      const delivering = group.filter((_, i) => isDeliveryDue(outcomes[i]!)).map((waiting) => waiting.webhook);
+      if (delivering.length > 0) this.options.onDeliveriesDue?.(delivering);
     } catch (error) {
       written(false);
       this.failing = true;
@@ -273,4 +273,8 @@ export class GroupCommitWriter {
     this.droppedLogs += Math.max(0, logs.length - room);
     for (const entry of logs.slice(0, room)) this.held.push({ ...entry, id: newTimeOrderedId('req', entry.receivedAt) });
   }
+}
+
+function isDeliveryDue(outcome: CommitOutcome): boolean {
+  return outcome.kind === 'accepted' && outcome.deliveriesDue === true;
 }

@@ -321,7 +321,8 @@ export class KyselyStore implements Store {
       const firstSeq = accepted.length === 0 ? null : await this.types.reserveFeedSeqs(trx, accepted.length);
       const rows = accepted.map((webhook, i) => (firstSeq === null ? webhookRow(webhook) : { ...webhookRow(webhook), feed_seq: firstSeq + i }));
       await this.groupRows.insertWebhooks(trx, rows);
-      await insertDeliveries(trx, accepted, this.groupRows);
+      const deliveriesDue = await insertDeliveries(trx, accepted, this.groupRows);
+      for (const outcome of outcomes) if (outcome.kind === 'accepted' && deliveriesDue.has(outcome.uuid)) outcome.deliveriesDue = true;
       const allLogs = [...logs, ...webhooks.map((w, i) => requestLogOf(w.log, outcomes[i]!))];
       await this.groupRows.insertRequestLogs(trx, allLogs.map(requestLogRow));
       return outcomes;

@@ -641,7 +641,13 @@ export interface PendingWebhook {
 }
 
 export type CommitOutcome =
-  | { kind: 'accepted'; uuid: string; receivedAt: number }
+  | {
+      kind: 'accepted';
+      uuid: string;
+      receivedAt: number;
+      /** The outbox holds a delivery of it due now (absent: none, or only to paused destinations). */
+      deliveriesDue?: true;
+    }
   | { kind: 'replayed'; uuid: string; receivedAt: number }
   | { kind: 'conflict' };
 

@@ -128,6 +128,19 @@ describe('the outbox', () => {
     expect(await store.reconcileHeldDeliveries(T0 + 2000, 1000)).toBe(0);
     expect(await claimDeliveries(store, T0 + 2000, LEASE)).toHaveLength(2);
   });
+
+  test("a commit's outcomes say which webhooks have a delivery due now: not those no destination wants, nor those held", async () => {
+    const paused = await createTenant(store);
+    const heldId = await destination(paused.companyId);
+    await store.updateDestination(paused.companyId, heldId, { status: 'paused' }, T0, audit('destination.pause', heldId));
+    await destination(owner.companyId, { eventPatterns: ['order.*'] });
+    const without = await createTenant(store);
+
+    const pending = [webhook(owner, T0, { event: 'order.created' }), webhook(owner, T0 + 1, { event: 'invoice.paid' }), webhook(paused, T0 + 2), webhook(without, T0 + 3)];
+    const outcomes = await store.commitBatch(pending, []);
+    expect(outcomes.map((o) => o.kind)).toEqual(['accepted', 'accepted', 'accepted', 'accepted']);
+    expect(outcomes.map((o) => o.kind === 'accepted' && o.deliveriesDue === true)).toEqual([true, false, false, false]);
+  });
 });
 
 describe('claims', () => {

@@ -10,9 +10,11 @@ import type { PendingWebhook } from '../store.js';
  * destination of its company that it matches). Read here, in the transaction, rather than
  * from a cache: a destination created a moment before a webhook is committed gets it.
  * A destination that is paused or disabled gets its rows `held`, to be sent once resumed.
+ * Returns the uuids of the webhooks that have a delivery due now (not held).
  */
-export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly PendingWebhook[], writer: GroupRowWriter): Promise<number> {
-  if (accepted.length === 0) return 0;
+export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly PendingWebhook[], writer: GroupRowWriter): Promise<Set<string>> {
+  const due = new Set<string>();
+  if (accepted.length === 0) return due;
   const companies = [...new Set(accepted.map((webhook) => webhook.companyId))];
   const destinations = await trx
     .selectFrom('destinations')
@@ -20,7 +22,7 @@ export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly
     .where('company_id', 'in', companies)
     .where('deleted_at', 'is', null)
     .execute();
-  if (destinations.length === 0) return 0;
+  if (destinations.length === 0) return due;
   const filters = destinations.map((row) => ({
     id: row.id,
     companyId: row.company_id,
@@ -51,5 +53,6 @@ export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly
       })),
   );
   await writer.insertDeliveries(trx, rows);
-  return rows.length;
+  for (const row of rows) if (row.state === 'pending') due.add(row.webhook_uuid);
+  return due;
 }
