@@ -7,6 +7,8 @@ export interface LoadTarget {
   url: string;
   headers: Record<string, string>;
   body: Buffer;
+  /** CPU time its server has used so far, in µs (machine-load.ts): the closed loop's rounds report it per request. */
+  cpuMicroseconds?: () => number;
 }
 
 /** One wrk round against one target. Latencies in ms. */
@@ -19,6 +21,11 @@ export interface ClosedLoopRound {
   p99_9: number;
   non2xx: number;
   errors: number;
+  /**
+   * CPU time of the target's server per 2xx answer, in µs: unlike the rate, it does not
+   * move with the speed of the shared machine, so runs of different days compare.
+   */
+  cpuPerRequestUs: number | null;
 }
 
 export interface ClosedLoopOptions {
@@ -73,7 +80,10 @@ export async function runClosedLoop(
   for (let round = 1; round <= options.rounds; round++) {
     for (const target of alternate(targets, round)) {
       await hooks.beforeFire?.(target, round);
+      const cpuBefore = target.cpuMicroseconds?.();
       const result = await wrk.run(target, options.connections, options.seconds);
+      const cpuAfter = target.cpuMicroseconds?.();
+      const answered = result.answered - result.non2xx;
       const { p50, p99, p99_9 } = result.latencyMs;
       const measured: ClosedLoopRound = {
         target: target.name,
@@ -84,9 +94,11 @@ export async function runClosedLoop(
         p99_9,
         non2xx: result.non2xx,
         errors: result.errors,
+        cpuPerRequestUs: cpuBefore === undefined || cpuAfter === undefined || answered === 0 ? null : Math.round((cpuAfter - cpuBefore) / answered),
       };
       rounds.push(measured);
-      process.stdout.write(`  closed loop round ${round} ${target.name}: ${measured.requestsPerSecond} req/s\n`);
+      const cpu = measured.cpuPerRequestUs === null ? '' : `, ${measured.cpuPerRequestUs} µs of CPU a request`;
+      process.stdout.write(`  closed loop round ${round} ${target.name}: ${measured.requestsPerSecond} req/s${cpu}\n`);
       await hooks.afterFire?.(target, round, measured);
       await sleep(PAUSE_BETWEEN_RUNS_MS);
     }
@@ -146,6 +158,7 @@ export function summarize(rounds: ClosedLoopRound[], target: string): Omit<Close
     p99_9: medianOf('p99_9'),
     non2xx: mine.reduce((sum, round) => sum + round.non2xx, 0),
     errors: mine.reduce((sum, round) => sum + round.errors, 0),
+    cpuPerRequestUs: mine.some((round) => round.cpuPerRequestUs === null) ? null : median(mine.map((round) => round.cpuPerRequestUs ?? 0)),
   };
 }
 

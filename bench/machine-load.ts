@@ -39,6 +39,21 @@ export function loadBetween(before: LoadSample, after: LoadSample): { busyPercen
   return { busyPercent: Math.round((100 * busy) / total), othersPercent: Math.round((100 * others) / total) };
 }
 
+/** Linux's clock tick (USER_HZ), which /proc counts CPU time in: 100 on every architecture Node runs on. */
+const MICROSECONDS_PER_TICK = 10_000;
+
+/**
+ * CPU time used so far by these processes (every thread of each) and, with `withPostgres`,
+ * by every PostgreSQL process, in µs: read before and after a load, the work it cost,
+ * whatever the machine's speed at the time.
+ */
+export function cpuMicroseconds(pids: number[], withPostgres: boolean): number {
+  let ticks = 0;
+  for (const pid of pids) ticks += cpuTicks(String(pid));
+  if (withPostgres) for (const pid of postgresPids()) ticks += cpuTicks(pid);
+  return ticks * MICROSECONDS_PER_TICK;
+}
+
 /** utime + stime (and the reaped children's) of a process; 0 once it is gone. */
 function cpuTicks(pid: string): number {
   try {

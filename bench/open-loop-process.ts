@@ -61,7 +61,9 @@ export function startOpenLoopProcess(target: LoadTarget, options: OpenLoopProces
   // The child exits after its result too; and a caller may await only one of the two, while
   // a failure rejects all three alike: none may count as unhandled.
   for (const promise of [failed, loadStopped, finished]) promise.catch(() => {});
-  child.send({ target, options, keepAccepted: accepted !== undefined } satisfies Start);
+  // What the generator needs of the target: the CPU counter stays in this process.
+  const { name, url, headers, body } = target;
+  child.send({ target: { name, url, headers, body }, options, keepAccepted: accepted !== undefined } satisfies Start);
   return { loadStopped, finished };
 }
 

@@ -109,6 +109,7 @@ export function rows(results: BenchResults): Row[] {
     { measure: `closed loop: floor req/s (median, ${results.store})`, result: int(floor.requestsPerSecond), target: '' },
     { measure: 'closed loop: service req/s (median)', result: throughputOfFloor(closedLoop.service, floor), target: '' },
     { measure: 'closed loop: baseline req/s (median)', result: throughputOfFloor(closedLoop.baseline, floor), target: '' },
+    ...cpuRows(results),
     {
       measure: 'throughput service/baseline',
       result: closedLoop.serviceToBaseline.toFixed(2),
@@ -212,6 +213,26 @@ export function overloadShares(overload: OpenLoopResult): OverloadShares {
 }
 
 /** Intake beside its deliveries: the cost to intake, whether delivery keeps up, and the lag. */
+/**
+ * CPU time per 2xx of each target's server (and the database server's on PostgreSQL), as a
+ * multiple of the floor's: the rate moves with the shared machine's speed, this much less.
+ */
+function cpuRows(results: BenchResults): Row[] {
+  const { closedLoop, destinations } = results;
+  const floorCpu = closedLoop.floor.cpuPerRequestUs;
+  if (floorCpu === undefined || floorCpu === null) return [];
+  const targets: Array<[string, { cpuPerRequestUs?: number | null } | undefined]> = [
+    ['service', closedLoop.service],
+    ['service + destination', destinations?.closedLoop],
+    ['github source', closedLoop.githubSource],
+    ['baseline', closedLoop.baseline],
+  ];
+  const measured = targets.flatMap(([name, summary]) =>
+    summary?.cpuPerRequestUs == null ? [] : [`${name} ${int(summary.cpuPerRequestUs)} (${(summary.cpuPerRequestUs / floorCpu).toFixed(2)}x)`],
+  );
+  return [{ measure: `closed loop: CPU µs a request (floor ${int(floorCpu)})`, result: measured.join(', '), target: '' }];
+}
+
 function destinationRows(results: BenchResults): Row[] {
   const destinations = results.destinations;
   if (!destinations) return [];

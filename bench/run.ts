@@ -22,7 +22,7 @@ import { createBenchDatabase, type BenchDatabase } from './bench-database.js';
 import { median, runClosedLoop, runConcurrencyCurve, summarize, type ClosedLoopHooks, type LoadTarget } from './closed-loop.js';
 import { AcceptedLog, BenchDestination, claimsShed, lagOf, ReceiverClient } from './delivery.js';
 import { loadEventBody, smallEventBody } from './event-body.js';
-import { loadBetween, sampleLoad } from './machine-load.js';
+import { cpuMicroseconds, loadBetween, sampleLoad } from './machine-load.js';
 import { startOpenLoopProcess } from './open-loop-process.js';
 import { runOverload } from './overload.js';
 import {
@@ -130,6 +130,10 @@ async function main(): Promise<void> {
     ...['--source', 'github', '--secret', githubSecret],
   ]);
   const githubBody = body.providerBytes;
+  // CPU per request: the server's process, and on PostgreSQL the database server's, which
+  // does part of the work for the service and the floor (the baseline stores nothing).
+  const withPostgres = store === 'postgres';
+  const serviceCpu = () => cpuMicroseconds([service.pid], withPostgres);
   const githubTarget: LoadTarget = {
     name: 'github source',
     url: `http://127.0.0.1:${service.port}/api/webhooks/${githubSource.integration_key}`,
@@ -139,6 +143,7 @@ async function main(): Promise<void> {
       'x-hub-signature-256': `sha256=${createHmac('sha256', githubSecret).update(githubBody).digest('hex')}`,
     },
     body: githubBody,
+    cpuMicroseconds: serviceCpu,
   };
   // Intake with one destination: an integration of another company, since the outbox reads
   // the destinations of the companies in each commit, and the service target's company must
@@ -159,12 +164,15 @@ async function main(): Promise<void> {
     url: `http://127.0.0.1:${service.port}/api/webhooks/${delivering.integration_key}`,
     headers: { 'content-type': 'application/json', 'x-api-key': String(delivering.api_key) },
     body: body.bytes,
+    // Intake and the deliveries made during the round; the receiver's own CPU is not counted.
+    cpuMicroseconds: serviceCpu,
   };
   const serviceTarget: LoadTarget = {
     name: 'service',
     url: `http://127.0.0.1:${service.port}/api/webhooks/${integration.integration_key}`,
     headers,
     body: body.bytes,
+    cpuMicroseconds: serviceCpu,
   };
   // The service's path, so that the request line is the same length on every target.
   const floorTarget: LoadTarget = {
@@ -172,12 +180,14 @@ async function main(): Promise<void> {
     url: `http://127.0.0.1:${floor.port}/api/webhooks/${integration.integration_key}`,
     headers,
     body: body.bytes,
+    cpuMicroseconds: () => cpuMicroseconds([floor.pid], withPostgres),
   };
   const baselineTarget: LoadTarget = {
     name: 'baseline',
     url: `http://127.0.0.1:${baseline.port}/`,
     headers,
     body: body.bytes,
+    cpuMicroseconds: () => cpuMicroseconds([baseline.pid], false),
   };
   process.stdout.write(`intake bench on ${store}, ${body.bytes.length} B ${body.event} event; work dir ${workDir}\n`);
 
