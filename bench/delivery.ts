@@ -220,16 +220,16 @@ export function lagOf(accepted: AcceptedLog, arrivals: { ids: string[]; arrivedA
     if (first.has(id)) duplicates++;
     else first.set(id, arrivals.arrivedAt[index] ?? Number.NaN);
   });
-  const lags = [...accepted.answeredAt].map(([uuid, answeredAt]) => {
-    const arrivedAt = first.get(uuid);
-    return arrivedAt === undefined ? Number.POSITIVE_INFINITY : arrivedAt - answeredAt;
-  });
   let start = Number.POSITIVE_INFINITY;
   for (const answeredAt of accepted.answeredAt.values()) start = Math.min(start, answeredAt);
+  const lags: number[] = [];
   const seconds: number[][] = [];
-  [...accepted.answeredAt.values()].forEach((answeredAt, index) => {
-    (seconds[Math.floor((answeredAt - start) / 1000)] ??= []).push(lags[index]!);
-  });
+  for (const [uuid, answeredAt] of accepted.answeredAt) {
+    const arrivedAt = first.get(uuid);
+    const lag = arrivedAt === undefined ? Number.POSITIVE_INFINITY : arrivedAt - answeredAt;
+    lags.push(lag);
+    (seconds[Math.floor((answeredAt - start) / 1000)] ??= []).push(lag);
+  }
   const bySecond = seconds.flatMap((inSecond, second) => {
     if (inSecond === undefined) return [];
     const { p50, p99 } = percentiles(inSecond);

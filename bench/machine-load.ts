@@ -25,10 +25,7 @@ export function sampleLoad(pids: number[], withPostgres: boolean): LoadSample {
   const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
   const total = fields.reduce((sum, value) => sum + value, 0);
   const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
-  let ours = cpuTicks('self');
-  for (const pid of pids) ours += cpuTicks(String(pid));
-  if (withPostgres) for (const pid of postgresPids()) ours += cpuTicks(pid);
-  return { busy: total - idle, total, ours };
+  return { busy: total - idle, total, ours: cpuTicks('self') + ticksOf(pids, withPostgres) };
 }
 
 /** Between two samples, in percent of the whole machine (every core): busy, and busy with others' work. */
@@ -48,10 +45,14 @@ const MICROSECONDS_PER_TICK = 10_000;
  * whatever the machine's speed at the time.
  */
 export function cpuMicroseconds(pids: number[], withPostgres: boolean): number {
+  return ticksOf(pids, withPostgres) * MICROSECONDS_PER_TICK;
+}
+
+function ticksOf(pids: number[], withPostgres: boolean): number {
   let ticks = 0;
   for (const pid of pids) ticks += cpuTicks(String(pid));
   if (withPostgres) for (const pid of postgresPids()) ticks += cpuTicks(pid);
-  return ticks * MICROSECONDS_PER_TICK;
+  return ticks;
 }
 
 /** utime + stime (and the reaped children's) of a process; 0 once it is gone. */

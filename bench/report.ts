@@ -212,7 +212,6 @@ export function overloadShares(overload: OpenLoopResult): OverloadShares {
   };
 }
 
-/** Intake beside its deliveries: the cost to intake, whether delivery keeps up, and the lag. */
 /**
  * CPU time per 2xx of each target's server (and the database server's on PostgreSQL), as a
  * multiple of the floor's: the rate moves with the shared machine's speed, this much less.
@@ -220,7 +219,8 @@ export function overloadShares(overload: OpenLoopResult): OverloadShares {
 function cpuRows(results: BenchResults): Row[] {
   const { closedLoop, destinations } = results;
   const floorCpu = closedLoop.floor.cpuPerRequestUs;
-  if (floorCpu === undefined || floorCpu === null) return [];
+  // Results written before the bench measured CPU have none.
+  if (floorCpu == null) return [];
   const targets: Array<[string, { cpuPerRequestUs?: number | null } | undefined]> = [
     ['service', closedLoop.service],
     ['service + destination', destinations?.closedLoop],
@@ -233,6 +233,7 @@ function cpuRows(results: BenchResults): Row[] {
   return [{ measure: `closed loop: CPU µs a request (floor ${int(floorCpu)})`, result: measured.join(', '), target: '' }];
 }
 
+/** Intake beside its deliveries: the cost to intake, whether delivery keeps up, and the lag. */
 function destinationRows(results: BenchResults): Row[] {
   const destinations = results.destinations;
   if (!destinations) return [];

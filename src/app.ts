@@ -114,8 +114,9 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
       maxQueuedBytes: config.writeQueueMaxBytes,
       ...GROUP_SHAPES[store.dialect],
       // The outbox rows are in the same commit: the dispatcher can claim them at once, and
-      // send them from memory without reading the bodies back. Webhooks no destination
-      // wants are not handed over: kept, they would only cost memory and garbage collection.
+      // send them from memory without reading the bodies back. Webhooks with no delivery
+      // due are not handed over: each would be kept in memory, and each group would start
+      // a delivery round that finds nothing to send.
       onDeliveriesDue: (webhooks) => dispatcher.committed(webhooks),
       onWritten: (group) => metrics.groupWritten(group),
     },

@@ -12,6 +12,7 @@ import { AppError, type ErrorCode } from '../src/errors.js';
 import { GroupCommitWriter } from '../src/intake/group-commit.js';
 import { RateLimiter } from '../src/intake/rate-limit.js';
 import type { PendingWebhook, RequestLogEntry, Store } from '../src/store/store.js';
+import { addDestination } from './support/deliveries.js';
 import { pendingLog } from './support/webhooks.js';
 import { freshStore } from './helpers.js';
 import { seedKey } from './support/seed.js';
@@ -548,24 +549,7 @@ describe('GroupCommitWriter', () => {
 
   test('after a commit, only the webhooks with a delivery due are handed on (the others are not kept for delivery)', async () => {
     const { store, seeded } = await setup();
-    const destinationId = newId('dst');
-    const actor = { type: 'cli' as const, id: 'test', ip: null };
-    const audit = { actor, action: 'destination.create', targetType: 'destination', targetId: destinationId, at: Date.now() };
-    const destination = {
-      id: destinationId,
-      name: 'Orders',
-      url: 'https://orders.example.com/hooks',
-      integrationIds: null,
-      eventPatterns: ['order.*'],
-      headersSealed: null,
-      headerNames: [],
-      timeoutMs: 15_000,
-      ratePerSecond: null,
-      maxInFlight: 10,
-      secretSealed: 'sealed-secret',
-      createdAt: Date.now(),
-    };
-    await store.createDestination(seeded.companyId, destination, audit);
+    await addDestination(store, seeded.companyId, { name: 'Orders', eventPatterns: ['order.*'] });
     const handedOn: string[][] = [];
     const writer = new GroupCommitWriter(
       store,

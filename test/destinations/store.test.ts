@@ -1,10 +1,9 @@
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { newId } from '../../src/domain/ids.js';
 import type { Actor, AttemptResult, AuditEvent, ClaimedDelivery, NewDestination, Store } from '../../src/store/store.js';
 import { freshDatabase, testDialect, type TestDatabase } from '../support/databases.js';
 import { TEST_POSTGRES_URL, withClient } from '../support/postgres-server.js';
 import { createIntegration, createTenant, webhook, type Owner } from '../support/webhooks.js';
-import { claimDeliveries, finishAttempts } from '../support/deliveries.js';
+import { addDestination, claimDeliveries, finishAttempts } from '../support/deliveries.js';
 
 /**
  * The outbox and its workers' side of the store, on each database: delivery rows written
@@ -33,28 +32,8 @@ function audit(action: string, targetId = ''): AuditEvent {
   return { actor: ACTOR, action, targetType: 'destination', targetId, at: T0 };
 }
 
-async function destination(companyId: string, settings: Partial<NewDestination> = {}): Promise<string> {
-  const id = newId('dst');
-  await store.createDestination(
-    companyId,
-    {
-      id,
-      name: 'Orders service',
-      url: 'https://orders.example.com/hooks',
-      integrationIds: null,
-      eventPatterns: ['*'],
-      headersSealed: null,
-      headerNames: [],
-      timeoutMs: 15_000,
-      ratePerSecond: null,
-      maxInFlight: 10,
-      secretSealed: 'sealed-secret',
-      createdAt: T0,
-      ...settings,
-    },
-    audit('destination.create', id),
-  );
-  return id;
+function destination(companyId: string, settings: Partial<NewDestination> = {}): Promise<string> {
+  return addDestination(store, companyId, { createdAt: T0, ...settings });
 }
 
 async function commit(owners: Array<[Owner, { event?: string; idempotencyKey?: string }?]>, at = T0) {
