@@ -8,7 +8,7 @@ import type { Worker } from 'node:worker_threads';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { openStore } from '../src/store/open-store.js';
 import { openSqliteStore } from '../src/store/sqlite/open-sqlite.js';
-import { SqliteThread } from '../src/store/sqlite/store-thread.js';
+import { COMMIT_THREAD_YOUNG_GENERATION_MB, SqliteThread } from '../src/store/sqlite/store-thread.js';
 import type { Store } from '../src/store/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { DAY_MS, createTenant, webhook, type Owner } from './support/webhooks.js';
@@ -187,6 +187,17 @@ describe('SQLite commit thread', () => {
     // Writes never depended on it.
     const next = webhook(owner, Date.now());
     await expect(threaded.commitBatch([next], [])).resolves.toEqual([{ kind: 'accepted', uuid: next.uuid, receivedAt: next.receivedAt }]);
+  });
+
+  test('the commit thread runs with a small young generation, the read thread with V8\'s default', async () => {
+    await threaded.commitBatch([webhook(owner, Date.now())], []);
+    await threaded.listCompanyWebhooks(owner.companyId, { limit: 10 });
+    const threads = threaded as unknown as Record<'commitThread' | 'readThread', { worker: Worker | undefined }>;
+    const commitLimits = threads.commitThread.worker!.resourceLimits!;
+    const readLimits = threads.readThread.worker!.resourceLimits!;
+
+    expect(commitLimits.maxYoungGenerationSizeMb).toBe(COMMIT_THREAD_YOUNG_GENERATION_MB);
+    expect(readLimits.maxYoungGenerationSizeMb).toBeGreaterThan(COMMIT_THREAD_YOUNG_GENERATION_MB);
   });
 
   test('the thread does not keep a process alive once its batches are done', () => {
