@@ -6,7 +6,7 @@ import { ConfigError, loadConfig } from '../src/config.js';
 import { hashApiKey, hashIfWellFormed, hashesEqual, issueApiKey } from '../src/domain/api-key.js';
 import { decodeCursor, encodeCursor } from '../src/domain/cursor.js';
 import { isId, newId, newIntegrationKey, newTimeOrderedId, newWebhookUuid, randomBase62, toBase62 } from '../src/domain/ids.js';
-import { hashPassword, verifyPassword } from '../src/domain/password.js';
+import { decoyPasswordHash, hashPassword, verifyPassword } from '../src/domain/password.js';
 import { isJsonContentType, MAX_NESTING_DEPTH, nestingDepth, parseWebhookBody } from '../src/domain/webhook-body.js';
 import { AppError, type ErrorCode } from '../src/errors.js';
 import { GroupCommitWriter } from '../src/intake/group-commit.js';
@@ -438,6 +438,19 @@ describe('password', () => {
     expect(await verifyPassword('correct horse battery stapl', first)).toBe(false);
     expect(await verifyPassword('correct horse battery staple', 'not-a-hash')).toBe(false);
     expect(await verifyPassword('correct horse battery staple', '')).toBe(false);
+  });
+
+  test('a decoy hash is made at once, costs a check what a real hash does, and no password matches it', async () => {
+    const real = await hashPassword('correct horse battery staple');
+    const decoy = decoyPasswordHash();
+    const fields = (hash: string) => hash.split('$');
+
+    expect(typeof decoy).toBe('string');
+    // The scheme and the scrypt parameters, which set what a check costs, are a real hash's.
+    expect(fields(decoy).slice(0, 4)).toEqual(fields(real).slice(0, 4));
+    expect(fields(decoy).map((field) => field.length)).toEqual(fields(real).map((field) => field.length));
+    expect(decoy).not.toBe(decoyPasswordHash());
+    for (const password of ['', 'correct horse battery staple', 'decoy']) expect(await verifyPassword(password, decoy)).toBe(false);
   });
 });
 

@@ -1,6 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import type { SecretBox } from '../domain/secret-box.js';
-import { hashPassword } from '../domain/password.js';
+import { decoyPasswordHash } from '../domain/password.js';
 import { isTotpCode, recoveryCodeHash, totpStep } from '../domain/two-factor.js';
 import { AppError } from '../errors.js';
 import type { Store, UserAccount } from '../store/store.js';
@@ -15,7 +14,7 @@ import type { SignInGuard } from './sign-in-guard.js';
  */
 export class SignIn {
   /** Verified against when the email is unknown, so both failures take the same time. */
-  private readonly decoy = hashPassword(randomBytes(16).toString('hex'));
+  private readonly decoy = decoyPasswordHash();
   /** Refused sign-ins since start, by the code they were refused with (exposed in /metrics). */
   readonly failures: Record<SignInFailure, number> = {
     invalid_credentials: 0,
@@ -56,7 +55,7 @@ export class SignIn {
     let user: UserAccount | undefined;
     const attempt = await this.guard.checkPassword(account, ip, credentials.password, async () => {
       user = await this.store.findUserByEmail(account);
-      return user?.passwordHash ?? (await this.decoy);
+      return user?.passwordHash ?? this.decoy;
     });
     if (!attempt || !user) throw new AppError('invalid_credentials');
     if (user.totpSecret !== null) {
