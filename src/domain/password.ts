@@ -27,7 +27,7 @@ export async function hashPassword(password: string): Promise<string> {
  * a password against it costs what checking a real one does (the same parameters, so the
  * same scrypt), but making it costs nothing. The hash is random bytes rather than the
  * scrypt of a random password: both are out of reach, and computing one took 128 MiB and a
- * third of a second of a libuv thread at every start (the service's start-up RSS peak).
+ * 0.7 s of a libuv thread at every start (the service's start-up RSS peak).
  */
 export function decoyPasswordHash(): string {
   return formatHash(randomBytes(SALT_LENGTH), randomBytes(KEY_LENGTH));
