@@ -26,7 +26,7 @@ export async function hashPassword(password: string): Promise<string> {
  * A stored hash no password matches, to verify against when there is no account: checking
  * a password against it costs what checking a real one does (the same parameters, so the
  * same scrypt), but making it costs nothing. The hash is random bytes rather than the
- * scrypt of a random password: both are out of reach, and computing one took 128 MiB and a
+ * scrypt of a random password: both are out of reach, and computing one took 128 MiB and
  * 0.7 s of a libuv thread at every start (the service's start-up RSS peak).
  */
 export function decoyPasswordHash(): string {
