@@ -10,6 +10,7 @@ import { newSigningSecret } from '../src/destinations/signing.js';
 import { blockLoop, buildTestApp, fillGroupsInFlight, releaseStalledCommits, sendWebhook, stallCommits, testSecretBox, waitFor, type TestApp } from './helpers.js';
 import { managementKey, PASSWORD } from './support/api.js';
 import { testDialect } from './support/databases.js';
+import { addDestination } from './support/deliveries.js';
 import { scrape, scrapeUrl, type Scrape } from './support/metrics.js';
 import { freePort, killAll, ROOT, sleep, startServer } from './support/processes.js';
 import { okReceiver, type Receiver } from './support/receivers.js';
@@ -230,25 +231,12 @@ describe(`/metrics (${testDialect()})`, () => {
     const receiver = await okReceiver();
     receivers.push(receiver);
     const box = testSecretBox();
-    const id = newId('dst');
-    await t.store.createDestination(
-      tenant.companyId,
-      {
-        id,
-        name: 'Receiver',
-        url: receiver.url,
-        integrationIds: null,
-        eventPatterns: ['*'],
-        headersSealed: null,
-        headerNames: [],
-        timeoutMs: 2000,
-        ratePerSecond: null,
-        maxInFlight: 10,
-        secretSealed: box.seal(newSigningSecret()),
-        createdAt: Date.now(),
-      },
-      { actor: { type: 'cli', id: 'test', ip: null }, action: 'destination.create', targetType: 'destination', targetId: id, at: Date.now() },
-    );
+    await addDestination(t.store, tenant.companyId, {
+      name: 'Receiver',
+      url: receiver.url,
+      timeoutMs: 2000,
+      secretSealed: box.seal(newSigningSecret()),
+    });
     const before = await scrape(t.app);
     expect((await sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey })).statusCode).toBe(202);
     await sleep(5);

@@ -1,12 +1,12 @@
 import { Webhook } from 'standardwebhooks';
 import { afterEach, describe, expect, test, vi } from 'vitest';
-import { newId } from '../../src/domain/ids.js';
 import { newSigningSecret } from '../../src/destinations/signing.js';
 import type { DispatcherOptions } from '../../src/destinations/dispatcher.js';
 import type { NewDestination } from '../../src/store/store.js';
 import { buildTestApp, sendWebhook, testSecretBox, waitFor, type TestApp, type TestTenant } from '../helpers.js';
 import { webhook } from '../support/webhooks.js';
 import { flakyReceiver, goneReceiver, hangUpReceiver, okReceiver, silentReceiver, startReceiver, tooManyReceiver, type Receiver } from '../support/receivers.js';
+import { addDestination } from '../support/deliveries.js';
 
 /**
  * The delivery workers against real receivers on loopback, on each database: what arrives
@@ -51,27 +51,16 @@ async function receiver(start: Promise<Receiver>): Promise<Receiver> {
 /** A destination made in the store (the API's checks are its own tests'), with its secret. */
 async function destination(url: string, settings: Partial<NewDestination> = {}) {
   const secret = newSigningSecret();
-  const id = newId('dst');
   const box = testSecretBox();
-  await t.store.createDestination(
-    tenant.companyId,
-    {
-      id,
-      name: 'Receiver',
-      url,
-      integrationIds: null,
-      eventPatterns: ['*'],
-      headersSealed: box.seal(JSON.stringify({ Authorization: 'Bearer receiver-token' })),
-      headerNames: ['Authorization'],
-      timeoutMs: 2000,
-      ratePerSecond: null,
-      maxInFlight: 10,
-      secretSealed: box.seal(secret),
-      createdAt: Date.now(),
-      ...settings,
-    },
-    { actor: { type: 'cli', id: 'test', ip: null }, action: 'destination.create', targetType: 'destination', targetId: id, at: Date.now() },
-  );
+  const id = await addDestination(t.store, tenant.companyId, {
+    name: 'Receiver',
+    url,
+    headersSealed: box.seal(JSON.stringify({ Authorization: 'Bearer receiver-token' })),
+    headerNames: ['Authorization'],
+    timeoutMs: 2000,
+    secretSealed: box.seal(secret),
+    ...settings,
+  });
   return { id, secret };
 }
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { newId } from '../../src/domain/ids.js';
 import { openStore } from '../../src/store/open-store.js';
 import { freshDatabase, testDialect, type TestDatabase } from '../support/databases.js';
+import { addDestination } from '../support/deliveries.js';
 import { createTenant, webhook, type Owner } from '../support/webhooks.js';
 
 /**
@@ -57,26 +57,8 @@ describe(`delivery query plans (${dialect})`, () => {
     database = await freshDatabase();
     const { store } = database;
     const now = Date.now();
-    const audit = { actor: { type: 'cli' as const, id: 'test', ip: null }, action: 'destination.create', targetType: 'destination', targetId: '', at: now };
-    const destination = async (owner: Owner, maxInFlight: number) =>
-      store.createDestination(
-        owner.companyId,
-        {
-          id: newId('dst'),
-          name: 'd',
-          url: 'https://example.com/',
-          integrationIds: [owner.integrationId],
-          eventPatterns: ['*'],
-          headersSealed: null,
-          headerNames: [],
-          timeoutMs: 15_000,
-          ratePerSecond: null,
-          maxInFlight,
-          secretSealed: 'sealed',
-          createdAt: now,
-        },
-        audit,
-      );
+    const destination = (owner: Owner, maxInFlight: number) =>
+      addDestination(store, owner.companyId, { name: 'd', url: 'https://example.com/', integrationIds: [owner.integrationId], maxInFlight, createdAt: now });
     // The attacker: one destination that takes one request at a time, and a large backlog.
     const attacker = await createTenant(store);
     await destination(attacker, 1);

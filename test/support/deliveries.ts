@@ -32,7 +32,12 @@ export async function addDestination(store: Store, companyId: string, settings: 
     createdAt: Date.now(),
     ...settings,
   };
-  const audit = { actor: { type: 'cli' as const, id: 'test', ip: null }, action: 'destination.create', targetType: 'destination', targetId: destination.id, at: destination.createdAt };
-  await store.createDestination(companyId, destination, audit);
+  await store.createDestination(companyId, destination, {
+    actor: { type: 'cli', id: 'test', ip: null },
+    action: 'destination.create',
+    targetType: 'destination',
+    targetId: destination.id,
+    at: destination.createdAt,
+  });
   return destination.id;
 }

@@ -1,13 +1,13 @@
 import type { ServerResponse } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { loadConfig } from '../../src/config.js';
-import { newId } from '../../src/domain/ids.js';
 import { parseSecretsKeys, SecretBox } from '../../src/domain/secret-box.js';
 import { newSigningSecret } from '../../src/destinations/signing.js';
 import { Management } from '../../src/services/management.js';
 import type { NewDestination } from '../../src/store/store.js';
 import type { TestDatabase } from './databases.js';
 import { sleep, startServer, TEST_SECRETS_KEY, type Exited, type ServerProcess } from './processes.js';
+import { addDestination } from './deliveries.js';
 import { startReceiver, type Receiver, type Received } from './receivers.js';
 import { WebhookLoad } from './webhook-load.js';
 
@@ -125,26 +125,13 @@ export async function createStoreDestination(
   settings: Partial<NewDestination> & { url: string },
 ): Promise<{ id: string; secret: string }> {
   const secret = newSigningSecret();
-  const id = newId('dst');
-  const now = Date.now();
-  await database.store.createDestination(
-    companyId,
-    {
-      id,
-      name: 'Receiver',
-      integrationIds: null,
-      eventPatterns: ['*'],
-      headersSealed: null,
-      headerNames: [],
-      timeoutMs: 5000,
-      ratePerSecond: null,
-      maxInFlight: 1000,
-      secretSealed: BOX.seal(secret),
-      createdAt: now,
-      ...settings,
-    },
-    { actor: { type: 'cli', id: 'test', ip: null }, action: 'destination.create', targetType: 'destination', targetId: id, at: now },
-  );
+  const id = await addDestination(database.store, companyId, {
+    name: 'Receiver',
+    timeoutMs: 5000,
+    maxInFlight: 1000,
+    secretSealed: BOX.seal(secret),
+    ...settings,
+  });
   return { id, secret };
 }
 

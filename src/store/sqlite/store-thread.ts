@@ -14,9 +14,9 @@ import {
 
 /**
  * The commit thread's young generation, in MB (V8's default here is 48, as on the event
- * loop). Every group it commits leaves short-lived objects (the posted batch,
- * its rows, Kysely's statements); with the default the thread let them pile up to tens of
- * MB before each collection. With 4 MB the service's peak RSS under a 64-connection load
+ * loop). Every group it commits leaves short-lived objects (the posted batch, its rows,
+ * Kysely's statements), which the default lets grow to that size before a collection
+ * must run. With 4 MB the service's peak RSS under a 64-connection load
  * of 7 KB webhooks fell from 248 to 230 MB (medians of 6), at the same rate
  * (docs/performance.md). The read thread keeps the default: its pages of bodies are what
  * young space is for, and idle it holds little.
