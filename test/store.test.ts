@@ -479,6 +479,41 @@ describe.each(STORES)('$name store', (factory) => {
       );
     });
 
+    test('groups of every size store each webhook and its log row once, byte for byte (PostgreSQL pads and chunks them)', async () => {
+      const tenant = await seedTenant(store);
+      // Sizes around PostgreSQL's padded statements (8, 16, 32, 64 rows) and its 64-row chunks.
+      const sizes = [1, 7, 8, 9, 33, 64, 65, 130];
+      let at = T0;
+      const sent: PendingWebhook[] = [];
+      for (const size of sizes) {
+        const group = Array.from({ length: size }, (_, i) => {
+          at += 1;
+          // Bytes that are not UTF-8 and a NUL: the body must come back as sent.
+          const body = Buffer.concat([Buffer.from(`{"event":"e${i}","data":{}}`), Buffer.from([0x00, 0xff, 0xfe, i % 256])]);
+          return pending(tenant, { receivedAt: at, body, event: `e${i}`, idempotencyKey: i % 3 === 0 ? `key-${at}` : null });
+        });
+        const outcomes = await store.commitBatch(group, [logEntry(tenant, { receivedAt: at, userAgent: null })]);
+        expect(outcomes.map((outcome) => outcome.kind)).toEqual(group.map(() => 'accepted'));
+        sent.push(...group);
+      }
+      const stored = await allWebhooks(store, tenant);
+      expect(stored).toHaveLength(sent.length);
+      const byUuid = new Map(stored.map((webhook) => [webhook.uuid, webhook]));
+      for (const webhook of sent) {
+        const row = byUuid.get(webhook.uuid)!;
+        expect(row.rawBody.equals(webhook.rawBody)).toBe(true);
+        expect([row.event, row.receivedAt, row.sourceIp, row.headers]).toEqual([webhook.event, webhook.receivedAt, webhook.sourceIp, JSON.parse(webhook.headers)]);
+      }
+      // The idempotency keys went in with their rows: sent again, a keyed webhook is a replay.
+      const keyed = sent.filter((webhook) => webhook.idempotencyKey !== null).at(-1)!;
+      const again = { ...keyed, uuid: newWebhookUuid(), receivedAt: at + 1, log: { ...keyed.log, id: newId('req') } };
+      expect(await store.commitBatch([again], [])).toEqual([{ kind: 'replayed', uuid: keyed.uuid, receivedAt: keyed.receivedAt }]);
+      const log = await store.listRequestLog(tenant.companyId, tenant.integration.id, 1000);
+      expect(log).toHaveLength(sent.length + sizes.length + 1);
+      expect(log.filter((row) => row.status === 202).map((row) => row.webhookUuid).sort()).toEqual(sent.map((w) => w.uuid).sort());
+      expect(log.filter((row) => row.status === 401).map((row) => row.userAgent)).toEqual(sizes.map(() => null));
+    });
+
     test('a batch of logs only stores the logs', async () => {
       const tenant = await seedTenant(store);
       expect(await store.commitBatch([], [logEntry(tenant), logEntry(tenant)])).toEqual([]);

@@ -8,6 +8,7 @@ import { queryLog, type QueryObserver } from '../query-log.js';
 import type { ConnectionPoolState, PurgeReport } from '../store.js';
 import { AuthChangeListener } from './auth-listener.js';
 import { IntakePostgresDialect } from './introspector.js';
+import { postgresGroupRows, withNamedStatements } from './prepared-group-rows.js';
 import { postgresFeed } from './feed.js';
 import { dropPartitionsBefore, ensurePartitions } from './partitions.js';
 
@@ -97,7 +98,7 @@ export function openPostgresStore(url: string, options: PostgresOptions): Postgr
   // A pooled connection that dies while idle (restart, terminated backend) is dropped and
   // replaced on next use; without this handler it would crash the process.
   pool.on('error', warn('a pooled PostgreSQL connection failed'));
-  const db = new Kysely<Database>({ dialect: new IntakePostgresDialect({ pool }), log: queryLog(options.onQuery) });
+  const db = new Kysely<Database>({ dialect: new IntakePostgresDialect({ pool: withNamedStatements(pool) }), log: queryLog(options.onQuery) });
   return new PostgresStore(db, new AuthChangeListener(connection, AUTH_CHANGES_CHANNEL, options.log), pool, options.poolSize);
 }
 
@@ -108,7 +109,7 @@ export class PostgresStore extends KyselyStore {
     private readonly pool: pg.Pool,
     private readonly poolSize: number,
   ) {
-    super('postgres', db, POSTGRES_TYPES);
+    super('postgres', db, POSTGRES_TYPES, postgresGroupRows);
   }
 
   override connectionPool(): ConnectionPoolState {
