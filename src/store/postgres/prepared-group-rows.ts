@@ -73,18 +73,29 @@ const DELIVERY_COLUMNS: readonly Column[] = [
 
 /** The statements this module names, by their text: what withNamedStatements looks up. */
 const NAMES = new Map<string, string>();
+/** Each text by its name, written once. */
+const TEXTS = new Map<string, string>();
 
-/** The text of a padded INSERT of `size` rows into `table`, named once. */
+/** The text of a padded INSERT of `size` rows into `table`, named. */
 function insertText(table: string, columns: readonly Column[], size: number): string {
+  const name = `intake_${table}_${size}`;
+  let text = TEXTS.get(name);
+  if (text === undefined) {
+    text = writeInsert(table, columns, size);
+    TEXTS.set(name, text);
+    NAMES.set(text, name);
+  }
+  return text;
+}
+
+function writeInsert(table: string, columns: readonly Column[], size: number): string {
   const names = columns.map(([name]) => name).join(', ');
   const width = columns.length;
   const tuples = Array.from(
     { length: size },
     (_, row) => `(${columns.map(([, type], column) => `$${row * width + column + 1}::${type}`).join(', ')})`,
   );
-  const text = `insert into ${table} (${names}) select ${names} from (values ${tuples.join(', ')}) as v (${names}) where v.${columns[0]![0]} is not null`;
-  if (!NAMES.has(text)) NAMES.set(text, `intake_${table}_${size}`);
-  return text;
+  return `insert into ${table} (${names}) select ${names} from (values ${tuples.join(', ')}) as v (${names}) where v.${columns[0]![0]} is not null`;
 }
 
 function paddedSize(rows: number): number {
