@@ -1,5 +1,5 @@
 import type { Insertable, Kysely } from 'kysely';
-import type { Database, DeliveriesTable, RequestLogTable, WebhooksTable } from './schema.js';
+import type { Database, DeliveriesTable, DeliveryAttemptsTable, RequestLogTable, WebhooksTable } from './schema.js';
 
 export type WebhookRow = Insertable<WebhooksTable>;
 export type RequestLogRow = Insertable<RequestLogTable>;
@@ -9,16 +9,19 @@ export type NewDeliveryRow = Pick<
   'id' | 'company_id' | 'destination_id' | 'webhook_uuid' | 'webhook_received_at' | 'integration_id' | 'event' | 'state' | 'next_attempt_at' | 'created_at' | 'updated_at'
 >;
 
+export type AttemptRow = Insertable<DeliveryAttemptsTable>;
+
 /**
- * How a group commit writes its webhooks, their request-log rows and their outbox rows: the
- * rows intake writes most, inside commitBatch's transaction (`trx`). Everything else in
- * that transaction is built by Kysely; these are the hot path, and each dialect writes them
- * its cheapest way.
+ * How a group commit writes its webhooks, their request-log rows and their outbox rows, and
+ * a delivery exchange its attempts: the rows written most, a group at a time, inside the
+ * caller's transaction (`trx`). Everything else in those transactions is built by Kysely;
+ * these are the hot path, and each dialect writes them its cheapest way.
  */
 export interface GroupRowWriter {
   insertWebhooks(trx: Kysely<Database>, rows: WebhookRow[]): Promise<void>;
   insertRequestLogs(trx: Kysely<Database>, rows: RequestLogRow[]): Promise<void>;
   insertDeliveries(trx: Kysely<Database>, rows: NewDeliveryRow[]): Promise<void>;
+  insertAttempts(trx: Kysely<Database>, rows: AttemptRow[]): Promise<void>;
 }
 
 /** Rows per multi-row INSERT: well under SQLite's 32,766 and PostgreSQL's 65,535 parameters. */
@@ -41,5 +44,8 @@ export const multiRowInserts: GroupRowWriter = {
   },
   async insertDeliveries(trx, rows) {
     for (const chunk of chunks(rows)) await trx.insertInto('deliveries').values(chunk).execute();
+  },
+  async insertAttempts(trx, rows) {
+    for (const chunk of chunks(rows)) await trx.insertInto('delivery_attempts').values(chunk).execute();
   },
 };

@@ -936,7 +936,7 @@ export class KyselyStore implements Store {
 
   // --- destinations and deliveries (queries/destinations.ts, deliveries.ts, delivery-work.ts) ---
   exchangeDeliveries(results: AttemptResult[], now: number, claim: ClaimOptions | null, disableAfterMs: number) {
-    return deliveryWork.exchangeDeliveries(this.db, this.types, results, now, claim, disableAfterMs);
+    return deliveryWork.exchangeDeliveries(this.db, this.types, this.groupRows, results, now, claim, disableAfterMs);
   }
   readWebhookBodies(refs: WebhookRef[]): Promise<Array<WebhookBody & { uuid: string }>> {
     return readWebhookBodies(this.db, refs);

@@ -65,3 +65,26 @@ test('other queries through the same connection stay unnamed', async () => {
   const prepared = await sql<{ name: string }>`select name from pg_prepared_statements`.execute(db);
   expect(prepared.rows).toEqual([]);
 });
+
+test("a delivery exchange's attempts go the same way, their nulls kept", async () => {
+  const at = Date.now();
+  const rows = Array.from({ length: 11 }, (_, i) => ({
+    id: newTimeOrderedId('att', at + i),
+    company_id: newId('cmp'),
+    delivery_id: newTimeOrderedId('dlv', at),
+    destination_id: newId('dst'),
+    series: 1,
+    number: i + 1,
+    attempted_at: at + i,
+    duration_ms: 12,
+    status: i % 2 === 0 ? 500 : null,
+    error: i % 2 === 0 ? null : 'timeout',
+    response_excerpt: i % 2 === 0 ? 'oops' : null,
+    next_attempt_at: i === 10 ? null : at + 5000,
+  }));
+  await db.transaction().execute((trx) => postgresGroupRows.insertAttempts(trx, rows));
+  const stored = await db.selectFrom('delivery_attempts').selectAll().orderBy('id').execute();
+  expect(stored.map((row) => ({ ...row, attempted_at: Number(row.attempted_at), next_attempt_at: row.next_attempt_at === null ? null : Number(row.next_attempt_at) }))).toEqual(rows);
+  const prepared = await sql<{ name: string }>`select name from pg_prepared_statements`.execute(db);
+  expect(prepared.rows.map((row) => row.name)).toEqual(['intake_delivery_attempts_16']);
+});

@@ -1,10 +1,10 @@
 import { CompiledQuery, type Kysely, type PostgresPool, type PostgresPoolClient } from 'kysely';
 import type pg from 'pg';
-import type { GroupRowWriter, NewDeliveryRow, RequestLogRow, WebhookRow } from '../group-rows.js';
+import type { AttemptRow, GroupRowWriter, NewDeliveryRow, RequestLogRow, WebhookRow } from '../group-rows.js';
 import type { Database } from '../schema.js';
 
 /**
- * A group's rows on PostgreSQL (webhooks, request log, outbox) through named prepared
+ * A group's rows on PostgreSQL (webhooks, request log, outbox, attempts) through named prepared
  * statements: PostgreSQL parses and plans each INSERT text once per connection instead of
  * at every commit.
  *
@@ -71,6 +71,21 @@ const DELIVERY_COLUMNS: readonly Column[] = [
   ['updated_at', 'bigint'],
 ];
 
+const ATTEMPT_COLUMNS: readonly Column[] = [
+  ['id', 'text'],
+  ['company_id', 'text'],
+  ['delivery_id', 'text'],
+  ['destination_id', 'text'],
+  ['series', 'integer'],
+  ['number', 'integer'],
+  ['attempted_at', 'bigint'],
+  ['duration_ms', 'integer'],
+  ['status', 'integer'],
+  ['error', 'text'],
+  ['response_excerpt', 'text'],
+  ['next_attempt_at', 'bigint'],
+];
+
 /** The statements this module names, by their text: what withNamedStatements looks up. */
 const NAMES = new Map<string, string>();
 /** Each text by its name, written once. */
@@ -134,6 +149,11 @@ export const postgresGroupRows: GroupRowWriter = {
     insertRows(trx, 'deliveries', DELIVERY_COLUMNS, rows, (r) => [
       r.id, r.company_id, r.destination_id, r.webhook_uuid, r.webhook_received_at, r.integration_id, r.event, r.state,
       r.next_attempt_at ?? null, r.created_at, r.updated_at,
+    ]),
+  insertAttempts: (trx, rows: AttemptRow[]) =>
+    insertRows(trx, 'delivery_attempts', ATTEMPT_COLUMNS, rows, (r) => [
+      r.id, r.company_id, r.delivery_id, r.destination_id, r.series, r.number, r.attempted_at, r.duration_ms, r.status ?? null,
+      r.error ?? null, r.response_excerpt ?? null, r.next_attempt_at ?? null,
     ]),
 };
 

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { newTimeOrderedId } from '../../domain/ids.js';
-import { chunks } from '../group-rows.js';
+import type { GroupRowWriter } from '../group-rows.js';
 import type { DialectTypes } from '../migrations/index.js';
 import type { Database } from '../schema.js';
 import type { AttemptResult, DisabledDestination } from '../store.js';
@@ -17,6 +17,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 export async function recordResults(
   trx: Kysely<Database>,
   types: DialectTypes,
+  groupRows: GroupRowWriter,
   results: readonly AttemptResult[],
   now: number,
   disableAfterMs: number,
@@ -65,29 +66,23 @@ export async function recordResults(
       .execute();
   }
   // Every attempt is recorded, whether or not its delivery is still its own: it was made.
-  // In chunks: a node's concurrency (up to 10,000) of 12-column rows would pass the
-  // databases' bound-parameter limits in one statement.
-  for (const chunk of chunks(results)) {
-    await trx
-      .insertInto('delivery_attempts')
-      .values(
-        chunk.map((result) => ({
-          id: newTimeOrderedId('att', result.attempt.attemptedAt),
-          company_id: result.companyId,
-          delivery_id: result.deliveryId,
-          destination_id: result.destinationId,
-          series: result.attempt.series,
-          number: result.attempt.number,
-          attempted_at: result.attempt.attemptedAt,
-          duration_ms: Math.round(result.attempt.durationMs),
-          status: result.attempt.status,
-          error: result.attempt.error,
-          response_excerpt: result.attempt.responseExcerpt,
-          next_attempt_at: result.attempt.nextAttemptAt,
-        })),
-      )
-      .execute();
-  }
+  await groupRows.insertAttempts(
+    trx,
+    results.map((result) => ({
+      id: newTimeOrderedId('att', result.attempt.attemptedAt),
+      company_id: result.companyId,
+      delivery_id: result.deliveryId,
+      destination_id: result.destinationId,
+      series: result.attempt.series,
+      number: result.attempt.number,
+      attempted_at: result.attempt.attemptedAt,
+      duration_ms: Math.round(result.attempt.durationMs),
+      status: result.attempt.status,
+      error: result.attempt.error,
+      response_excerpt: result.attempt.responseExcerpt,
+      next_attempt_at: result.attempt.nextAttemptAt,
+    })),
+  );
   return trackHealth(trx, results, now, disableAfterMs, destinations);
 }
 

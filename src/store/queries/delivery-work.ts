@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { DialectTypes } from '../migrations/index.js';
+import type { GroupRowWriter } from '../group-rows.js';
 import type { Database } from '../schema.js';
 import type { AttemptResult, ClaimedDelivery, ClaimOptions, DisabledDestination } from '../store.js';
 import { claimCandidates, destinationsToClaimFrom, lockDestinations } from './delivery-claims.js';
@@ -23,6 +24,7 @@ import { recordResults } from './delivery-results.js';
 export async function exchangeDeliveries(
   db: Kysely<Database>,
   types: DialectTypes,
+  groupRows: GroupRowWriter,
   results: readonly AttemptResult[],
   now: number,
   claim: ClaimOptions | null,
@@ -34,7 +36,7 @@ export async function exchangeDeliveries(
     if (results.length === 0 && due.length === 0) return { claimed: [], disabled: [] };
     const destinationIds = new Set([...due, ...results.map((r) => r.destinationId)]);
     const destinations = await lockDestinations(trx, types, [...destinationIds]);
-    const disabled = results.length === 0 ? [] : await recordResults(trx, types, results, now, disableAfterMs, destinations);
+    const disabled = results.length === 0 ? [] : await recordResults(trx, types, groupRows, results, now, disableAfterMs, destinations);
     // A destination disabled by these results takes nothing more now.
     for (const { destinationId } of disabled) destinations.set(destinationId, { ...destinations.get(destinationId)!, status: 'disabled' });
     const claimed = due.length === 0 ? [] : await claimCandidates(trx, types, now, claim!, destinations);

@@ -1,8 +1,8 @@
 import type SQLite from 'better-sqlite3';
-import type { GroupRowWriter, NewDeliveryRow, RequestLogRow, WebhookRow } from '../group-rows.js';
+import type { AttemptRow, GroupRowWriter, NewDeliveryRow, RequestLogRow, WebhookRow } from '../group-rows.js';
 
 /**
- * A group's rows on SQLite (webhooks, request log, outbox): one prepared single-row INSERT
+ * A group's rows on SQLite (webhooks, request log, outbox, attempts): one prepared single-row INSERT
  * a row, on the store's own connection, inside the transaction commitBatch holds
  * (better-sqlite3 runs them at once, on the connection Kysely's transaction is using; no
  * other statement can come between).
@@ -14,7 +14,9 @@ import type { GroupRowWriter, NewDeliveryRow, RequestLogRow, WebhookRow } from '
  */
 export function preparedGroupRows(database: SQLite.Database): GroupRowWriter {
   // Prepared at first use: the tables exist only once migrations have run.
-  let statements: { webhook: SQLite.Statement; requestLog: SQLite.Statement; delivery: SQLite.Statement } | undefined;
+  let statements:
+    | { webhook: SQLite.Statement; requestLog: SQLite.Statement; delivery: SQLite.Statement; attempt: SQLite.Statement }
+    | undefined;
   const prepared = () =>
     (statements ??= {
       webhook: database.prepare(
@@ -28,6 +30,10 @@ export function preparedGroupRows(database: SQLite.Database): GroupRowWriter {
       delivery: database.prepare(
         'insert into deliveries (id, company_id, destination_id, webhook_uuid, webhook_received_at, integration_id, event, state, next_attempt_at, created_at, updated_at) ' +
           'values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      ),
+      attempt: database.prepare(
+        'insert into delivery_attempts (id, company_id, delivery_id, destination_id, series, number, attempted_at, duration_ms, status, error, response_excerpt, next_attempt_at) ' +
+          'values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
       ),
     });
 
@@ -56,6 +62,15 @@ export function preparedGroupRows(database: SQLite.Database): GroupRowWriter {
         delivery.run(
           r.id, r.company_id, r.destination_id, r.webhook_uuid, r.webhook_received_at, r.integration_id, r.event, r.state,
           r.next_attempt_at ?? null, r.created_at, r.updated_at,
+        );
+      }
+    },
+    async insertAttempts(_trx, rows: AttemptRow[]) {
+      const { attempt } = prepared();
+      for (const r of rows) {
+        attempt.run(
+          r.id, r.company_id, r.delivery_id, r.destination_id, r.series, r.number, r.attempted_at, r.duration_ms, r.status ?? null,
+          r.error ?? null, r.response_excerpt ?? null, r.next_attempt_at ?? null,
         );
       }
     },
