@@ -4,7 +4,7 @@ import type { Scope } from '../domain/api-key.js';
 import { AppError } from '../errors.js';
 import type { Database } from './schema.js';
 import { IntakeMigrations, type DialectTypes } from './migrations/index.js';
-import { chunks, multiRowInserts, type GroupRowWriter } from './group-rows.js';
+import { chunks, type GroupRowWriter } from './group-rows.js';
 import { insertAudit, listAuditLog } from './queries/audit.js';
 import * as integrations from './queries/integrations.js';
 import * as logs from './queries/logs.js';
@@ -100,7 +100,7 @@ export class KyselyStore implements Store {
     readonly dialect: 'sqlite' | 'postgres',
     protected readonly db: Kysely<Database>,
     private readonly types: DialectTypes,
-    private readonly groupRows: GroupRowWriter = multiRowInserts,
+    private readonly groupRows: GroupRowWriter,
   ) {}
 
   async migrate(): Promise<string[]> {

@@ -69,10 +69,11 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   if (options.readOnly) database.pragma('query_only = ON');
   const db = new Kysely<Database>({ dialect: new IntakeSqliteDialect(database), log: queryLog(options.onQuery) });
   // A second connection to an in-memory database would be another database.
+  const groupRows = preparedGroupRows(database);
   if (options.threads && path !== ':memory:') {
-    return new ThreadedSqliteStore(db, SQLITE_TYPES, new SqliteThread(path, 'commit'), new SqliteThread(path, 'read'));
+    return new ThreadedSqliteStore(db, SQLITE_TYPES, groupRows, new SqliteThread(path, 'commit'), new SqliteThread(path, 'read'));
   }
-  return new KyselyStore('sqlite', db, SQLITE_TYPES, preparedGroupRows(database));
+  return new KyselyStore('sqlite', db, SQLITE_TYPES, groupRows);
 }
 
 /**

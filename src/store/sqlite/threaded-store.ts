@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { GroupRowWriter } from '../group-rows.js';
 import { KyselyStore } from '../kysely-store.js';
 import type { DialectTypes } from '../migrations/index.js';
 import type { Database } from '../schema.js';
@@ -17,10 +18,12 @@ export class ThreadedSqliteStore extends KyselyStore {
   constructor(
     db: Kysely<Database>,
     types: DialectTypes,
+    /** Not used here (commits and exchanges run on the commit thread); the base class asks for one. */
+    groupRows: GroupRowWriter,
     private readonly commitThread: SqliteThread<'commit'>,
     private readonly readThread: SqliteThread<'read'>,
   ) {
-    super('sqlite', db, types);
+    super('sqlite', db, types, groupRows);
   }
 
   /** The threads start once the schema exists, so they are ready before the first webhook or read. */
