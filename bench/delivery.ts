@@ -1,6 +1,5 @@
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { monotonicMs } from './clock.js';
 import { percentiles, type Percentiles } from './open-loop.js';
 import { SECRETS_ENV, sleep } from './processes.js';
 
@@ -144,27 +143,6 @@ export interface DrainResult {
   left: number;
 }
 
-/** The receiver process (receiver.ts), read over HTTP. */
-export class ReceiverClient {
-  constructor(private readonly port: number) {}
-
-  /** Requests received since it started. */
-  async count(): Promise<number> {
-    return ((await this.get('/count')) as { count: number }).count;
-  }
-
-  /** Each request received from the `from`-th on: its `webhook-id` and arrival (clock.ts). */
-  async arrivals(from: number): Promise<{ ids: string[]; arrivedAt: number[] }> {
-    return (await this.get(`/arrivals?from=${from}`)) as { ids: string[]; arrivedAt: number[] };
-  }
-
-  private async get(path: string): Promise<unknown> {
-    const response = await fetch(`http://127.0.0.1:${this.port}${path}`);
-    if (!response.ok) throw new Error(`receiver ${path}: ${response.status}`);
-    return response.json();
-  }
-}
-
 /**
  * How many times the service's delivery worker skipped a claim because intake was near one
  * of its bounds (`intake_delivery_claims_shed_total` in /metrics): deliveries wait first.
@@ -176,13 +154,16 @@ export async function claimsShed(servicePort: number): Promise<number> {
   return Number(match[1]);
 }
 
-/** The 202s of an open loop, by uuid, with the time each came back (clock.ts). */
+/**
+ * The 202s of an open loop, by uuid, with the time each came back: wall-clock ms, as the
+ * receiver (nginx) stamps its arrivals.
+ */
 export class AcceptedLog {
   readonly answeredAt = new Map<string, number>();
 
   /** An open loop's onAnswer: keeps the 202s' uuids. */
   readonly onAnswer = (status: number, body: Buffer): void => {
-    const at = monotonicMs();
+    const at = Date.now();
     if (status !== 202) return;
     const uuid = (JSON.parse(body.toString('utf8')) as { uuid?: string }).uuid;
     if (uuid) this.answeredAt.set(uuid, at);

@@ -1,6 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { openSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { promisify } from 'node:util';
 
@@ -117,4 +117,25 @@ export async function machineBusyPercent(intervalMs = 1_000): Promise<number> {
   await sleep(intervalMs);
   const after = sample();
   return Math.round(100 * (1 - (after.idle - before.idle) / Math.max(1, after.total - before.total)));
+}
+
+/**
+ * Installs Debian's `pkg` when `binary` is missing, so a fresh machine runs the bench as it
+ * is (as CI installs Chromium for the browser tests). Needs root, as apt-get does.
+ */
+export async function ensureDebianPackage(binary: string, pkg: string, neededFor: string): Promise<void> {
+  if (existsSync(binary)) return;
+  process.stdout.write(`${binary} is missing: apt-get install -y ${pkg}\n`);
+  const aptGet = (...args: string[]) =>
+    new Promise<number | null>((resolve) => {
+      const child = spawn('apt-get', args, { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+      child.once('error', () => resolve(null));
+      child.once('exit', resolve);
+    });
+  // The package lists of a fresh machine may be empty or stale; a failed update leaves
+  // the install to say what is wrong.
+  await aptGet('update', '-qq');
+  if ((await aptGet('install', '-y', '-qq', pkg)) !== 0 || !existsSync(binary)) {
+    throw new Error(`could not install ${pkg} (apt-get install -y ${pkg}, as root); ${neededFor} needs ${binary}`);
+  }
 }

@@ -6,7 +6,7 @@
  * kind) and a bare node:http baseline, under the same load on this machine: closed-loop
  * rounds (wrk) for the maximum, a curve over concurrency for the floor and intake, an open
  * loop at half of intake's maximum for latency, then twice it for shedding and recovery.
- * A fourth process, a bare receiver, is the destination of one integration: the closed loop
+ * A fourth process, a receiver (nginx), is the destination of one integration: the closed loop
  * also loads that integration (intake with delivery against intake without), and a second
  * open loop at half the maximum measures the lag from each 202 to its delivery.
  * Prints the measures as ratios to the floor and against their targets, and writes
@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createBenchDatabase, type BenchDatabase } from './bench-database.js';
 import { median, runClosedLoop, runConcurrencyCurve, summarize, type ClosedLoopHooks, type LoadTarget } from './closed-loop.js';
-import { AcceptedLog, BenchDestination, claimsShed, lagOf, ReceiverClient } from './delivery.js';
+import { AcceptedLog, BenchDestination, claimsShed, lagOf } from './delivery.js';
 import { loadEventBody, smallEventBody } from './event-body.js';
 import { cpuMicroseconds, loadBetween, sampleLoad } from './machine-load.js';
 import { startOpenLoopProcess } from './open-loop-process.js';
@@ -35,6 +35,7 @@ import {
   stopServer,
   type ServerProcess,
 } from './processes.js';
+import { Receiver } from './receiver.js';
 import { formatTable, overloadShares, writeResults, type BenchResults, type DeliveryRound } from './report.js';
 import { Wrk } from './wrk.js';
 
@@ -112,9 +113,9 @@ async function main(): Promise<void> {
   running.push(floor);
   const baseline = await startServer(`${root}/dist-bench/baseline.js`, {}, `${workDir}/baseline.log`, '/', true);
   running.push(baseline);
-  const receiver = await startServer(`${root}/dist-bench/receiver.js`, {}, `${workDir}/receiver.log`, '/count');
+  const receiverClient = await Receiver.start(workDir);
+  const receiver = receiverClient.server;
   running.push(receiver);
-  const receiverClient = new ReceiverClient(receiver.port);
 
   const company = await runCli(serviceRoot, database.url, ['company', 'create', '--name', 'bench']);
   const integration = await runCli(serviceRoot, database.url, [
@@ -223,7 +224,7 @@ async function main(): Promise<void> {
   await sleep(2_000);
   process.stdout.write(`  open loop at ${Math.round(maxRate / 2)}/s for ${settings.seconds * 2} s to the destination's integration\n`);
   const accepted = new AcceptedLog();
-  const arrivalsFrom = await receiverClient.count();
+  const arrivalsFrom = receiverClient.count();
   const shedBeforeLag = await claimsShed(service.port);
   const lagLoad = await startOpenLoopProcess(
     destinationTarget,
@@ -232,7 +233,7 @@ async function main(): Promise<void> {
   ).finished;
   const lagClaimsShed = (await claimsShed(service.port)) - shedBeforeLag;
   const lagDrain = await benchDestination.drain(DRAIN_MAX_MS);
-  const lag = lagOf(accepted, await receiverClient.arrivals(arrivalsFrom));
+  const lag = lagOf(accepted, receiverClient.arrivals(arrivalsFrom));
   process.stdout.write(`    ${lag.delivered} of ${lag.accepted} delivered, lag p99 ${lag.lagMs.p99} ms\n`);
   process.stdout.write(`    lag p99 by second: ${lag.bySecond.map((second) => Math.round(second.p99)).join(' ')} ms\n`);
 
@@ -294,7 +295,7 @@ async function main(): Promise<void> {
         : Math.max(...deliveryRounds.map((round) => round.drainedSeconds ?? 0)),
       lagLoad,
       lag: { ...lag, drain: lagDrain, claimsShed: lagClaimsShed },
-      receivedTotal: await receiverClient.count(),
+      receivedTotal: receiverClient.count(),
     },
     overload: { ...overload, shares: overloadShares(overload), peakRssMb: overloadPeakRssMb, aliveAfter },
     serviceExitCode,
@@ -311,7 +312,7 @@ async function main(): Promise<void> {
 function measureDeliveries(
   target: LoadTarget,
   servicePort: number,
-  receiver: ReceiverClient,
+  receiver: Receiver,
   destination: BenchDestination,
   into: DeliveryRound[],
 ): ClosedLoopHooks {
@@ -321,14 +322,14 @@ function measureDeliveries(
   return {
     async beforeFire(fired) {
       if (fired !== target) return;
-      countBefore = await receiver.count();
+      countBefore = receiver.count();
       shedBefore = await claimsShed(servicePort);
       startedAt = performance.now();
     },
     async afterFire(fired, round, result) {
       if (fired !== target) return;
       const seconds = (performance.now() - startedAt) / 1000;
-      const deliveredPerSecond = ((await receiver.count()) - countBefore) / seconds;
+      const deliveredPerSecond = (receiver.count() - countBefore) / seconds;
       const shed = (await claimsShed(servicePort)) - shedBefore;
       const drain = await destination.drain(DRAIN_MAX_MS);
       const drained =

@@ -1,8 +1,9 @@
-import { execFile, spawn } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { LoadTarget } from './closed-loop.js';
+import { ensureDebianPackage } from './processes.js';
 
 /*
  * The closed loop's load generator: wrk (C, one thread), in a process of its own. A Node
@@ -50,7 +51,7 @@ export class Wrk {
    * counts as an error and is left out of the latencies.
    */
   static async prepare(workDir: string, timeoutSeconds: number): Promise<Wrk> {
-    if (!existsSync(WRK)) await installWrk();
+    await ensureDebianPackage(WRK, 'wrk', 'the closed loop');
     return new Wrk(workDir, timeoutSeconds);
   }
 
@@ -90,21 +91,5 @@ export class Wrk {
       this.bodyFiles.set(body, path);
     }
     return path;
-  }
-}
-
-async function installWrk(): Promise<void> {
-  process.stdout.write(`${WRK} is missing: apt-get install -y wrk\n`);
-  const aptGet = (...args: string[]) =>
-    new Promise<number | null>((resolve) => {
-      const child = spawn('apt-get', args, { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
-      child.once('error', () => resolve(null));
-      child.once('exit', resolve);
-    });
-  // The package lists of a fresh machine may be empty or stale; a failed update leaves
-  // the install to say what is wrong.
-  await aptGet('update', '-qq');
-  if ((await aptGet('install', '-y', '-qq', 'wrk')) !== 0 || !existsSync(WRK)) {
-    throw new Error(`could not install wrk (apt-get install -y wrk, as root); the closed loop needs ${WRK}`);
   }
 }
