@@ -92,8 +92,13 @@ export function openPostgresStore(url: string, options: PostgresOptions): Postgr
     // the pool has taken its own listener off. Unheard, that error ends the process; heard,
     // the next statement fails (503) and the pool drops the connection when it comes back.
     client.on('error', warn('a PostgreSQL connection failed'));
-    // Queued before any query of ours on this connection.
-    void client.query('set synchronous_commit = on').catch(() => {});
+    // Queued before any query of ours on this connection (one query: pg warns about a
+    // second one queued while the first runs). No JIT compilation: it pays off for long
+    // analytical queries, and intake's are short and bounded. It fires on a plan's
+    // estimated cost, not its real one: the delivery claim's estimate passed
+    // jit_above_cost as the outbox grew, and from then on every claim spent 16 ms
+    // compiling itself (EXPLAIN ANALYZE: 36 ms in all), and delivery fell behind intake.
+    void client.query('set synchronous_commit = on; set jit = off').catch(() => {});
   });
   // A pooled connection that dies while idle (restart, terminated backend) is dropped and
   // replaced on next use; without this handler it would crash the process.
