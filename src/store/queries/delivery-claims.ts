@@ -299,19 +299,23 @@ function usedInWindow(destination: LockedDestination, window: number): number {
 
 /**
  * The bodies of these webhooks, each with its uuid, for deliveries whose worker does not have them in
- * memory; a webhook purged by retention is absent. Reads exact times, so each is a point
- * lookup (and PostgreSQL reads only the day partitions that hold them).
+ * memory; a webhook purged by retention is absent. Reads by the primary key (uuid and
+ * exact time: PostgreSQL reads only the day partitions that hold them), and checks each
+ * row's company here rather than in SQL: with `company_id` in the WHERE, PostgreSQL on
+ * statistics no analyze had refreshed read the company's whole day through its time
+ * index (32 ms for 48 bodies among 92,000 rows, EXPLAIN ANALYZE) instead of 48 probes of
+ * the key (0.9 ms), and rounds that need bodies are those of a worker already behind.
  */
 export async function readWebhookBodies(db: Kysely<Database>, refs: readonly WebhookRef[]): Promise<Array<WebhookBody & { uuid: string }>> {
   if (refs.length === 0) return [];
+  const companyOf = new Map(refs.map((ref) => [ref.uuid, ref.companyId]));
   const rows = await db
     .selectFrom('webhooks')
-    .select(['uuid', 'raw_body', 'headers', 'payload_format'])
-    .where('company_id', 'in', [...new Set(refs.map((ref) => ref.companyId))])
-    .where('uuid', 'in', refs.map((ref) => ref.uuid))
+    .select(['uuid', 'company_id', 'raw_body', 'headers', 'payload_format'])
+    .where('uuid', 'in', [...companyOf.keys()])
     .where('received_at', 'in', [...new Set(refs.map((ref) => ref.receivedAt))])
     .execute();
-  return rows.map((row) => ({
+  return rows.filter((row) => companyOf.get(row.uuid) === row.company_id).map((row) => ({
     uuid: row.uuid,
     rawBody: Buffer.from(row.raw_body),
     contentType: keptContentType(row.headers),
