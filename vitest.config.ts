@@ -43,7 +43,7 @@ const ON_BOTH_DATABASES = [
   'test/destinations/dispatcher.test.ts',
   'test/destinations/feed-consumer.test.ts',
   'test/destinations/query-plans.test.ts',
-  'test/destinations/body-reads.test.ts',
+  'test/destinations/stale-statistics.test.ts',
   'test/destinations/worker-transaction.test.ts',
 ];
 

@@ -1,6 +1,5 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../schema.js';
-import { PENDING_OF_ONE_DESTINATION } from './delivery-claims.js';
 import { STATS_MAX_ATTEMPTS, type DeliveryBacklog, type DestinationStats } from '../store.js';
 
 /**
@@ -39,43 +38,14 @@ export async function destinationStats(
   const succeeded = attempts.filter((attempt) => attempt.error === null).length;
   const durations = attempts.map((attempt) => attempt.duration_ms).sort((a, b) => a - b);
 
-  const open = await db
-    .selectFrom('deliveries')
-    .select(['state', (eb) => eb.fn.countAll<number>().as('count')])
-    .where('company_id', '=', companyId)
-    .where('destination_id', '=', destinationId)
-    .where('state', 'in', ['pending', 'held'])
-    .groupBy('state')
-    .execute();
-  const count = (state: string) => Number(open.find((row) => row.state === state)?.count ?? 0);
-  const inFlight = await db
-    .selectFrom('deliveries')
-    .select((eb) => eb.fn.countAll<number>().as('count'))
-    .where('company_id', '=', companyId)
-    .where('destination_id', '=', destinationId)
-    .where('lease_token', 'is not', null)
-    .where('next_attempt_at', '>', query.now)
-    .executeTakeFirst();
-  const oldest = await db
-    .selectFrom('deliveries')
-    .select((eb) => eb.fn.min('next_attempt_at').as('due'))
-    .where('company_id', '=', companyId)
-    .where('destination_id', '=', destinationId)
-    .where(PENDING_OF_ONE_DESTINATION)
-    .where('lease_token', 'is', null)
-    .executeTakeFirst();
+  const backlog = await backlogOf(db, companyId, destinationId, query.now);
 
   return {
     attempts: attempts.length,
     succeeded,
     failed: attempts.length - succeeded,
     latencyMs: { p50: percentile(durations, 0.5), p90: percentile(durations, 0.9), p99: percentile(durations, 0.99) },
-    backlog: {
-      pending: count('pending'),
-      held: count('held'),
-      inFlight: Number(inFlight?.count ?? 0),
-      oldestDueAt: oldest?.due === null || oldest?.due === undefined ? null : Number(oldest.due),
-    },
+    backlog,
     buckets: [...buckets.entries()]
       .sort(([a], [b]) => a - b)
       .map(([start, bucket]) => {
@@ -83,6 +53,43 @@ export async function destinationStats(
         return { start, succeeded: bucket.succeeded, failed: bucket.failed, p50Ms: percentile(sorted, 0.5), p99Ms: percentile(sorted, 0.99) };
       }),
     truncated,
+  };
+}
+
+/**
+ * The destination's backlog now, read from its unsettled deliveries only, by destination
+ * alone once the destination is found to be the company's, in one statement whose state
+ * filter is written as the partial index deliveries_open states it (SQLite uses a partial
+ * index only then). Without statistics PostgreSQL chose worse for each of the statements
+ * this replaced: with company_id, every delivery of the destination through (company,
+ * destination, created_at), 140 ms at 92,000 settled rows against 4; and the oldest due time
+ * as the first row of deliveries_waiting (every destination's waiting rows by due time) that
+ * was this destination's: a walk through other companies' backlogs.
+ */
+async function backlogOf(db: Kysely<Database>, companyId: string, destinationId: string, now: number): Promise<DestinationStats['backlog']> {
+  const owned = await db.selectFrom('destinations').select('id').where('id', '=', destinationId).where('company_id', '=', companyId).executeTakeFirst();
+  if (!owned) return { pending: 0, held: 0, inFlight: 0, oldestDueAt: null };
+  const unsettled = await db
+    .selectFrom('deliveries')
+    .select(['state', (eb) => eb.fn.countAll<number>().as('count'), sql<number | null>`min(case when lease_token is null then next_attempt_at end)`.as('due')])
+    .where('destination_id', '=', destinationId)
+    .where(sql<boolean>`deliveries.state in ('pending', 'held')`)
+    .groupBy('state')
+    .execute();
+  const inFlight = await db
+    .selectFrom('deliveries')
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .where('destination_id', '=', destinationId)
+    .where('lease_token', 'is not', null)
+    .where('next_attempt_at', '>', now)
+    .executeTakeFirst();
+  const pending = unsettled.find((row) => row.state === 'pending');
+  const held = unsettled.find((row) => row.state === 'held');
+  return {
+    pending: Number(pending?.count ?? 0),
+    held: Number(held?.count ?? 0),
+    inFlight: Number(inFlight?.count ?? 0),
+    oldestDueAt: pending?.due === null || pending?.due === undefined ? null : Number(pending.due),
   };
 }
 
