@@ -42,25 +42,39 @@ export async function startServer(
   acceptAnyStatus = false,
 ): Promise<ServerProcess> {
   const port = await freePort();
+  const serverEnv = { ...process.env, ...SECRETS_ENV, ...env, PORT: String(port), HOST: '127.0.0.1' };
+  return startProcess(process.execPath, [script], serverEnv, { port, logPath, readyPath, acceptAnyStatus });
+}
+
+/**
+ * Starts `command args` with env, output to logPath, and resolves once
+ * `http://127.0.0.1:port/readyPath` answers (any status when acceptAnyStatus, else 2xx).
+ * Rejects with the log's tail if the process exits first or takes longer than 30 s.
+ */
+export async function startProcess(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: { port: number; logPath: string; readyPath: string; acceptAnyStatus: boolean },
+): Promise<ServerProcess> {
+  const { port, logPath } = ready;
   const log = openSync(logPath, 'a');
-  const child = spawn(process.execPath, [script], {
-    env: { ...process.env, ...SECRETS_ENV, ...env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', log, log],
-  });
+  const child = spawn(command, args, { env, stdio: ['ignore', log, log] });
   const server = { child, pid: child.pid ?? 0, port, logPath };
+  const name = args[0] === undefined ? command : `${command} ${args[0]}`;
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`${script} exited with ${child.exitCode}:\n${logTail(logPath)}`);
+    if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}:\n${logTail(logPath)}`);
     try {
-      const response = await fetch(`http://127.0.0.1:${port}${readyPath}`);
-      if (acceptAnyStatus || response.ok) return server;
+      const response = await fetch(`http://127.0.0.1:${port}${ready.readyPath}`);
+      if (ready.acceptAnyStatus || response.ok) return server;
     } catch {
       // Not listening yet.
     }
     await sleep(100);
   }
   child.kill('SIGKILL');
-  throw new Error(`${script} was not ready after 30 s:\n${logTail(logPath)}`);
+  throw new Error(`${name} was not ready after 30 s:\n${logTail(logPath)}`);
 }
 
 /** SIGTERM, then the exit code (SIGKILL after 15 s: a drain that long is itself a finding). */

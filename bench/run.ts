@@ -113,9 +113,8 @@ async function main(): Promise<void> {
   running.push(floor);
   const baseline = await startServer(`${root}/dist-bench/baseline.js`, {}, `${workDir}/baseline.log`, '/', true);
   running.push(baseline);
-  const receiverClient = await Receiver.start(workDir);
-  const receiver = receiverClient.server;
-  running.push(receiver);
+  const receiver = await Receiver.start(workDir);
+  running.push(receiver.server);
 
   const company = await runCli(serviceRoot, database.url, ['company', 'create', '--name', 'bench']);
   const integration = await runCli(serviceRoot, database.url, [
@@ -156,7 +155,7 @@ async function main(): Promise<void> {
   destination = await BenchDestination.create(serviceRoot, database.url, {
     companyId: String(deliveringCompany.id),
     integrationId: String(delivering.id),
-    url: `http://127.0.0.1:${receiver.port}/`,
+    url: `http://127.0.0.1:${receiver.server.port}/`,
     maxInFlight: destinationMaxInFlight,
   });
   const benchDestination = destination;
@@ -194,7 +193,7 @@ async function main(): Promise<void> {
 
   for (const server of [service, floor, baseline]) resetPeakRss(server.pid);
   const deliveryRounds: DeliveryRound[] = [];
-  const deliveryHooks = measureDeliveries(destinationTarget, service.port, receiverClient, benchDestination, deliveryRounds);
+  const deliveryHooks = measureDeliveries(destinationTarget, service.port, receiver, benchDestination, deliveryRounds);
   const closedLoopTargets = [floorTarget, serviceTarget, destinationTarget, baselineTarget, githubTarget];
   const rounds = await runClosedLoop(wrk, closedLoopTargets, settings, deliveryHooks);
   const servicePeakRssMb = peakRssMb(service.pid);
@@ -224,7 +223,7 @@ async function main(): Promise<void> {
   await sleep(2_000);
   process.stdout.write(`  open loop at ${Math.round(maxRate / 2)}/s for ${settings.seconds * 2} s to the destination's integration\n`);
   const accepted = new AcceptedLog();
-  const arrivalsFrom = receiverClient.count();
+  const arrivalsFrom = receiver.count();
   const shedBeforeLag = await claimsShed(service.port);
   const lagLoad = await startOpenLoopProcess(
     destinationTarget,
@@ -233,7 +232,7 @@ async function main(): Promise<void> {
   ).finished;
   const lagClaimsShed = (await claimsShed(service.port)) - shedBeforeLag;
   const lagDrain = await benchDestination.drain(DRAIN_MAX_MS);
-  const lag = lagOf(accepted, receiverClient.arrivals(arrivalsFrom));
+  const lag = lagOf(accepted, receiver.arrivals(arrivalsFrom));
   process.stdout.write(`    ${lag.delivered} of ${lag.accepted} delivered, lag p99 ${lag.lagMs.p99} ms\n`);
   process.stdout.write(`    lag p99 by second: ${lag.bySecond.map((second) => Math.round(second.p99)).join(' ')} ms\n`);
 
@@ -248,7 +247,7 @@ async function main(): Promise<void> {
   });
   const overloadPeakRssMb = peakRssMb(service.pid);
   const aliveAfter = service.child.exitCode === null && (await fetch(`http://127.0.0.1:${service.port}/healthz`)).ok;
-  const during = loadBetween(loadAtStart, sampleLoad([service.pid, floor.pid, baseline.pid, receiver.pid], store === 'postgres'));
+  const during = loadBetween(loadAtStart, sampleLoad([service.pid, floor.pid, baseline.pid, receiver.server.pid], store === 'postgres'));
 
   running.splice(running.indexOf(service), 1);
   const serviceExitCode = await stopServer(service);
@@ -295,7 +294,7 @@ async function main(): Promise<void> {
         : Math.max(...deliveryRounds.map((round) => round.drainedSeconds ?? 0)),
       lagLoad,
       lag: { ...lag, drain: lagDrain, claimsShed: lagClaimsShed },
-      receivedTotal: receiverClient.count(),
+      receivedTotal: receiver.count(),
     },
     overload: { ...overload, shares: overloadShares(overload), peakRssMb: overloadPeakRssMb, aliveAfter },
     serviceExitCode,
