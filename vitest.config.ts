@@ -20,6 +20,7 @@ const ON_BOTH_DATABASES = [
   'test/intake-routes.test.ts',
   'test/read-routes.test.ts',
   'test/request-log.test.ts',
+  'test/request-log-halves.test.ts',
   'test/e2e.test.ts',
   'test/metrics.test.ts',
   'test/api/logs.test.ts',

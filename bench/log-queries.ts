@@ -157,6 +157,20 @@ async function queryCases(store: Store, fixture: Fixture): Promise<QueryCase[]> 
       name: `company-wide, rarest event (${rarest})`,
       run: async () => (await store.listCompanyWebhooks(companyId, { limit: PAGE, event: rarest })).webhooks.length,
     },
+    // The request log (an accepted webhook's record is in its webhook's row since migration
+    // 0010; the seed's requests are all accepted).
+    {
+      name: 'request log, company-wide newest page',
+      run: async () => (await store.listCompanyRequestLog(companyId, { limit: PAGE })).length,
+    },
+    {
+      name: 'request log, newest page (one integration)',
+      run: async (i) => (await store.listCompanyRequestLog(companyId, { limit: PAGE, integrationId: owner(i).integrationId })).length,
+    },
+    {
+      name: 'usage of 3 h, by minute',
+      run: async (i) => (await store.countUsage(companyId, { bucketMs: 60_000, ...windows[i]! })).length,
+    },
     {
       name: 'payload search (customer id)',
       run: async (i) =>

@@ -12,9 +12,9 @@ export type NewDeliveryRow = Pick<
 export type AttemptRow = Insertable<DeliveryAttemptsTable>;
 
 /**
- * How a group commit writes its webhooks, their request-log rows and their outbox rows, and
- * a delivery exchange its attempts: the rows written most, a group at a time, inside the
- * caller's transaction (`trx`). Everything else in those transactions is built by Kysely;
+ * How a group commit writes its webhooks (each with its request's log record), the log rows
+ * of requests that stored none and the outbox rows, and a delivery exchange its attempts:
+ * the rows written most, a group at a time, inside the caller's transaction (`trx`). Everything else in those transactions is built by Kysely;
  * these are the hot path, and each dialect writes them its cheapest way
  * (sqlite/prepared-group-rows.ts, postgres/prepared-group-rows.ts), in the columns below.
  */
@@ -33,7 +33,7 @@ export interface GroupRowWriter {
 export const GROUP_ROW_COLUMNS = {
   webhooks: [
     'uuid', 'company_id', 'integration_id', 'event', 'received_at', 'raw_body', 'headers', 'source_ip', 'key_id', 'idempotency_key',
-    'payload_format',
+    'payload_format', 'request_id', 'user_agent', 'duration_ms',
   ],
   request_log: [
     'id', 'company_id', 'integration_id', 'received_at', 'method', 'status', 'error_code', 'key_id', 'ip', 'user_agent', 'size_bytes',

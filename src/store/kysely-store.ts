@@ -60,6 +60,8 @@ import {
   DEFAULT_RETENTION_DAYS,
   IDEMPOTENCY_WINDOW_MS,
   requestLogOf,
+  durationMsSince,
+  preciseNow,
   type ApiKeyRecord,
   type AuditEvent,
   type AuditQuery,
@@ -316,15 +318,22 @@ export class KyselyStore implements Store {
   async commitBatch(webhooks: PendingWebhook[], logs: RequestLogEntry[]): Promise<CommitOutcome[]> {
     return this.db.transaction().execute(async (trx) => {
       const outcomes = await resolveIdempotency(trx, webhooks);
+      // Each request's time to answer ends here, for its log record.
+      const committedAt = preciseNow();
       const accepted = webhooks.filter((_, i) => outcomes[i]!.kind === 'accepted');
       // Feed positions in commit order (null: the database's column defaults number them).
       const firstSeq = accepted.length === 0 ? null : await this.types.reserveFeedSeqs(trx, accepted.length);
-      const rows = accepted.map((webhook, i) => (firstSeq === null ? webhookRow(webhook) : { ...webhookRow(webhook), feed_seq: firstSeq + i }));
+      const rows = accepted.map((webhook, i) => webhookRow(webhook, committedAt, firstSeq === null ? null : firstSeq + i));
       await this.groupRows.insertWebhooks(trx, rows);
       const deliveriesDue = await insertDeliveries(trx, accepted, this.groupRows);
       for (const outcome of outcomes) if (outcome.kind === 'accepted' && deliveriesDue.has(outcome.uuid)) outcome.deliveriesDue = true;
-      const allLogs = [...logs, ...webhooks.map((w, i) => requestLogOf(w.log, outcomes[i]!))];
-      await this.groupRows.insertRequestLogs(trx, allLogs.map(requestLogRow));
+      // An accepted webhook's log record is its own row's (migration 0010); a replay's or a
+      // conflict's stored nothing, and goes to the request log with the refusals.
+      const allLogs = [...logs];
+      webhooks.forEach((w, i) => {
+        if (outcomes[i]!.kind !== 'accepted') allLogs.push(requestLogOf(w.log, outcomes[i]!, committedAt));
+      });
+      if (allLogs.length > 0) await this.groupRows.insertRequestLogs(trx, allLogs.map(requestLogRow));
       return outcomes;
     });
   }
@@ -365,18 +374,10 @@ export class KyselyStore implements Store {
     return row && webhooks.webhookOfRow(row);
   }
 
-  async listRequestLog(companyId: string, integrationId: string, limit: number): Promise<RequestLogEntry[]> {
-    const rows = await this.db
-      .selectFrom('request_log')
-      .selectAll()
-      .where('company_id', '=', companyId)
-      .where('integration_id', '=', integrationId)
-      .orderBy('received_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(limit)
-      .execute();
-    return rows.map(logs.requestLogOfRow);
+  listRequestLog(companyId: string, integrationId: string, limit: number): Promise<RequestLogEntry[]> {
+    return logs.listCompanyRequestLog(this.db, companyId, { integrationId, limit });
   }
+
 
   async createCompany(company: NewCompany, audit?: AuditEvent): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
@@ -1125,7 +1126,8 @@ async function recordAuthChange(trx: Transaction<Database>, at: number): Promise
   await trx.insertInto('auth_changes').values({ changed_at: at }).execute();
 }
 
-function webhookRow(w: PendingWebhook) {
+/** A webhook's row, with its request's log record (feed_seq null: the database's default numbers it). */
+function webhookRow(w: PendingWebhook, committedAt: number, feedSeq: number | null) {
   return {
     uuid: w.uuid,
     company_id: w.companyId,
@@ -1138,6 +1140,10 @@ function webhookRow(w: PendingWebhook) {
     key_id: w.keyId,
     idempotency_key: w.idempotencyKey,
     payload_format: w.payloadFormat ?? 'envelope',
+    feed_seq: feedSeq,
+    request_id: w.log.id,
+    user_agent: w.log.userAgent,
+    duration_ms: durationMsSince(w.log.startedAt, committedAt),
   };
 }
 

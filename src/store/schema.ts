@@ -111,6 +111,13 @@ export interface WebhooksTable {
   payload_format: Generated<string>;
   /** The feed's position (store/sqlite/feed.ts, store/postgres/feed.ts); null for webhooks older than the feed. */
   feed_seq: Generated<number | null>;
+  /**
+   * The request-log record of the 202 that stored it (migration 0010): its id, user agent and
+   * time to answer. Null for webhooks stored before, whose record is a row of `request_log`.
+   */
+  request_id: string | null;
+  user_agent: string | null;
+  duration_ms: number | null;
 }
 
 export interface IdempotencyKeysTable {

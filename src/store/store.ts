@@ -671,8 +671,13 @@ export function requestLogOf(pending: PendingLogEntry, outcome: CommitOutcome, n
     status: STATUS_OF_OUTCOME[outcome.kind],
     errorCode: outcome.kind === 'conflict' ? 'idempotency_conflict' : null,
     webhookUuid: outcome.kind === 'conflict' ? null : outcome.uuid,
-    durationMs: Math.round(Math.max(0, now - startedAt) * 1000) / 1000,
+    durationMs: durationMsSince(startedAt, now),
   };
+}
+
+/** Milliseconds from `startedAt` to `now` (both preciseNow()), to the microsecond, as the log keeps them. */
+export function durationMsSince(startedAt: number, now: number): number {
+  return Math.round(Math.max(0, now - startedAt) * 1000) / 1000;
 }
 
 /**

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import type { Store } from '../../src/store/store.js';
 import { freshDatabase, type TestDatabase } from '../support/databases.js';
-import { DAY_MS, createTenant, webhook, type Owner } from '../support/webhooks.js';
+import { DAY_MS, createTenant, logRow, webhook, type Owner } from '../support/webhooks.js';
+import type { PendingWebhook, RequestLogEntry } from '../../src/store/store.js';
 import { MIGRATION_NAMES } from '../../src/store/migrations/index.js';
 
 /**
@@ -62,17 +63,25 @@ async function createDayPartitions(database: TestDatabase, day: number): Promise
   }
 }
 
-/** Which partition holds the webhook, and which holds its request-log row. */
-async function whereIs(database: TestDatabase, uuid: string): Promise<{ webhook?: string; log?: string }> {
+/**
+ * A refused request at the same moment as the webhook: its row is request_log's (the
+ * webhook's own record is in the webhook's row), under the id of the webhook's record.
+ */
+function refusalBeside(webhook: PendingWebhook): RequestLogEntry {
+  return { ...logRow(webhook, webhook.receivedAt), id: webhook.log.id };
+}
+
+/** Which partition holds the webhook, and which holds the request-log row of the refusal beside it. */
+async function whereIs(database: TestDatabase, webhook: PendingWebhook): Promise<{ webhook?: string; log?: string }> {
   const [webhookRow] = await database.query<{ partition: string }>(
     'select tableoid::regclass::text as partition from webhooks where uuid = $1',
-    [uuid],
+    [webhook.uuid],
   );
-  const [logRow] = await database.query<{ partition: string }>(
-    'select tableoid::regclass::text as partition from request_log where webhook_uuid = $1',
-    [uuid],
+  const [refusalRow] = await database.query<{ partition: string }>(
+    'select tableoid::regclass::text as partition from request_log where id = $1',
+    [webhook.log.id],
   );
-  return { webhook: webhookRow?.partition, log: logRow?.partition };
+  return { webhook: webhookRow?.partition, log: refusalRow?.partition };
 }
 
 async function webhookUuids(store: Store, owner: Owner): Promise<string[]> {
@@ -105,13 +114,13 @@ describe('PostgreSQL day partitions', () => {
     const at = Date.now();
     const current = webhook(owner, at);
     const tomorrow = webhook(owner, at + DAY_MS);
-    await database.store.commitBatch([current, tomorrow], []);
+    await database.store.commitBatch([current, tomorrow], [refusalBeside(current)]);
     const today = dayStart(at);
-    expect(await whereIs(database, current.uuid)).toEqual({
+    expect(await whereIs(database, current)).toEqual({
       webhook: partitionName('webhooks', today),
       log: partitionName('request_log', today),
     });
-    expect((await whereIs(database, tomorrow.uuid)).webhook).toBe(partitionName('webhooks', today + DAY_MS));
+    expect((await whereIs(database, tomorrow)).webhook).toBe(partitionName('webhooks', today + DAY_MS));
   });
 
   test('a webhook far outside the prepared days lands in the default partition, reads back, and is purged', async () => {
@@ -120,21 +129,22 @@ describe('PostgreSQL day partitions', () => {
     const owner = await createTenant(store, 30);
     const ancient = webhook(owner, Date.UTC(2000, 0, 1, 12), { body: '{"event":"y2k","data":{}}' });
     const future = webhook(owner, Date.UTC(2100, 0, 1, 12));
-    await store.commitBatch([ancient, future], []);
-    expect(await whereIs(database, ancient.uuid)).toEqual({ webhook: 'webhooks_default', log: 'request_log_default' });
-    expect(await whereIs(database, future.uuid)).toEqual({ webhook: 'webhooks_default', log: 'request_log_default' });
+    await store.commitBatch([ancient, future], [ancient, future].map(refusalBeside));
+    expect(await whereIs(database, ancient)).toEqual({ webhook: 'webhooks_default', log: 'request_log_default' });
+    expect(await whereIs(database, future)).toEqual({ webhook: 'webhooks_default', log: 'request_log_default' });
 
     const read = await store.getWebhook(owner.companyId, owner.integrationId, ancient.uuid);
     expect(read?.rawBody.toString()).toBe('{"event":"y2k","data":{}}');
     expect(read?.receivedAt).toBe(ancient.receivedAt);
     expect(await webhookUuids(store, owner)).toEqual([ancient.uuid, future.uuid].sort());
     const log = await store.listRequestLog(owner.companyId, owner.integrationId, 10);
-    expect(log.map((r) => r.webhookUuid).sort()).toEqual([ancient.uuid, future.uuid].sort());
+    expect(log.filter((r) => r.status === 202).map((r) => r.webhookUuid).sort()).toEqual([ancient.uuid, future.uuid].sort());
+    expect(log.filter((r) => r.status === 401)).toHaveLength(2);
 
     const report = await store.purgeExpired(Date.now());
     expect(report).toMatchObject({ webhooks: 1, requestLog: 1, partitionsDropped: [] });
     expect(await webhookUuids(store, owner)).toEqual([future.uuid]);
-    expect(await whereIs(database, ancient.uuid)).toEqual({});
+    expect(await whereIs(database, ancient)).toEqual({});
     for (const table of TABLES) {
       expect((await partitionsOf(database, table)).map((p) => p.name)).toContain(`${table}_default`);
     }
@@ -161,11 +171,11 @@ describe('PostgreSQL day partitions', () => {
       shortRecent: webhook(short, now - HOUR_MS),
     };
     const all = [...rows.inDropped, rows.pastLongRetention, rows.insideLongRetention, rows.longOn45, rows.shortOn45, rows.shortRecent];
-    await store.commitBatch(all, []);
+    await store.commitBatch(all, all.map(refusalBeside));
     // Each old row is in its own day's partition, not in the default.
     for (const row of all.filter((w) => w !== rows.shortRecent)) {
       const day = dayStart(row.receivedAt);
-      expect(await whereIs(database, row.uuid)).toEqual({
+      expect(await whereIs(database, row)).toEqual({
         webhook: partitionName('webhooks', day),
         log: partitionName('request_log', day),
       });

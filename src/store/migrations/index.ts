@@ -9,6 +9,7 @@ import * as sources from './0006-sources.js';
 import * as destinations from './0007-destinations.js';
 import * as deliveriesWaiting from './0008-deliveries-waiting.js';
 import * as deliveriesVacuum from './0009-deliveries-vacuum.js';
+import * as requestLogInWebhooks from './0010-request-log-in-webhooks.js';
 
 export { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../dialect-types.js';
 
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0007-destinations': destinations,
   '0008-deliveries-waiting': deliveriesWaiting,
   '0009-deliveries-vacuum': deliveriesVacuum,
+  '0010-request-log-in-webhooks': requestLogInWebhooks,
 };
 
 /** Every migration's name, in order: what a new database gets. */

@@ -29,7 +29,7 @@ const SIZES = [8, 16, 32, 64] as const;
  * none from the table it inserts into.
  */
 const NOT_TEXT: Record<GroupRowTable, Record<string, 'bigint' | 'integer' | 'real' | 'bytea'>> = {
-  webhooks: { received_at: 'bigint', raw_body: 'bytea' },
+  webhooks: { received_at: 'bigint', raw_body: 'bytea', duration_ms: 'real' },
   request_log: { received_at: 'bigint', status: 'integer', size_bytes: 'integer', duration_ms: 'real' },
   deliveries: { webhook_received_at: 'bigint', next_attempt_at: 'bigint', created_at: 'bigint', updated_at: 'bigint' },
   delivery_attempts: { series: 'integer', number: 'integer', attempted_at: 'bigint', duration_ms: 'integer', status: 'integer', next_attempt_at: 'bigint' },

@@ -3,6 +3,7 @@ import type { Scope } from '../../domain/api-key.js';
 import type { PageCursor } from '../../domain/cursor.js';
 import type { ApiKeysTable, Database } from '../schema.js';
 import type { KeyCaller, KeyDetails } from '../store.js';
+import { requestLogHalves } from './logs.js';
 
 /**
  * Keys as the management API sees them. A key belongs to an integration (integrationId) or
@@ -97,7 +98,7 @@ export async function revokeKey(
 
 /**
  * Request-log rows of each key at the integration's address since `since`, by key id
- * (keys without any are absent). Reads the integration's time index, not the company's.
+ * (keys without any are absent), from both halves of the log (logs.ts).
  */
 export async function countKeyRequests(
   db: Kysely<Database>,
@@ -107,13 +108,17 @@ export async function countKeyRequests(
   since: number,
 ): Promise<Map<string, number>> {
   if (keyIds.length === 0) return new Map();
+  const counted = requestLogHalves(db, companyId, {}).map((half) =>
+    half
+      .select((eb) => ['key_id', eb.fn.countAll<number>().as('requests')])
+      .where('integration_id', '=', integrationId)
+      .where('received_at', '>=', since)
+      .where('key_id', 'in', keyIds)
+      .groupBy('key_id'),
+  );
   const rows = await db
-    .selectFrom('request_log')
-    .select((eb) => ['key_id', eb.fn.countAll().as('requests')])
-    .where('integration_id', '=', integrationId)
-    .where('company_id', '=', companyId)
-    .where('received_at', '>=', since)
-    .where('key_id', 'in', keyIds)
+    .selectFrom(counted[0]!.unionAll(counted[1]!).as('half'))
+    .select((eb) => ['key_id', eb.fn.sum<number>('requests').as('requests')])
     .groupBy('key_id')
     .execute();
   return new Map(rows.map((row) => [row.key_id!, Number(row.requests)]));
@@ -127,13 +132,18 @@ export async function listKeyCallers(
   keyId: string,
   query: { since: number; limit: number },
 ): Promise<KeyCaller[]> {
+  const grouped = requestLogHalves(db, companyId, {}).map((half) =>
+    half
+      .select((eb) => ['ip', 'user_agent', eb.fn.max('received_at').as('last_seen_at'), eb.fn.countAll<number>().as('requests')])
+      .where('integration_id', '=', integrationId)
+      .where('received_at', '>=', query.since)
+      .where('key_id', '=', keyId)
+      .groupBy(['ip', 'user_agent']),
+  );
+  // A sender seen in both halves (refused once, accepted since) is one caller.
   const rows = await db
-    .selectFrom('request_log')
-    .select((eb) => ['ip', 'user_agent', eb.fn.max('received_at').as('last_seen_at'), eb.fn.countAll().as('requests')])
-    .where('integration_id', '=', integrationId)
-    .where('company_id', '=', companyId)
-    .where('received_at', '>=', query.since)
-    .where('key_id', '=', keyId)
+    .selectFrom(grouped[0]!.unionAll(grouped[1]!).as('half'))
+    .select((eb) => ['ip', 'user_agent', eb.fn.max('last_seen_at').as('last_seen_at'), eb.fn.sum<number>('requests').as('requests')])
     .groupBy(['ip', 'user_agent'])
     .orderBy('last_seen_at', 'desc')
     .orderBy('ip')

@@ -2,7 +2,52 @@ import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database, RequestLogTable } from '../schema.js';
 import type { RequestLogEntry, RequestLogQuery, UsageBucket, UsageQuery } from '../store.js';
 
-/** A company's request log and its usage, as the management API reads them (its webhooks: webhooks.ts). */
+/**
+ * A company's request log and its usage, as the management API reads them (its webhooks:
+ * webhooks.ts).
+ *
+ * The log is kept in two places (migration 0010): a stored webhook's row holds the record of
+ * the 202 that stored it, and `request_log` holds every other request (refused, replayed,
+ * in conflict, a read with an integration key). Each read takes both halves through their
+ * own indexes, each as `log` rows of request_log's columns, so that its filters are written
+ * once; the database puts them together, so the order of the page (and of a cursor's ties)
+ * is the database's own, as it was when the log was one table.
+ */
+
+type LogRow = Selectable<RequestLogTable>;
+
+/** The columns a webhook's row gives its 202's record, named as request_log names them. */
+function acceptedRecords(db: Kysely<Database>, companyId: string) {
+  return db
+    .selectFrom('webhooks')
+    .select([
+      'request_id as id',
+      'company_id',
+      'integration_id',
+      'received_at',
+      sql<string>`'POST'`.as('method'),
+      sql<number>`202`.as('status'),
+      sql<string | null>`null`.as('error_code'),
+      'key_id',
+      'source_ip as ip',
+      'user_agent',
+      sql<number>`length(raw_body)`.as('size_bytes'),
+      'duration_ms',
+      'uuid as webhook_uuid',
+      sql<string | null>`null`.as('error_detail'),
+    ])
+    .where('company_id', '=', companyId)
+    // Webhooks stored before migration 0010 have their record in request_log.
+    .where('request_id', 'is not', null)
+    .$castTo<LogRow>();
+}
+
+/** Both halves of a company's log as `log` rows; `accepted` is left out when `status` cannot be 202. */
+export function requestLogHalves(db: Kysely<Database>, companyId: string, query: { status?: { from: number; to: number }; errorCode?: string }) {
+  const others = db.selectFrom(db.selectFrom('request_log').selectAll().where('company_id', '=', companyId).as('log'));
+  const acceptedWanted = query.errorCode === undefined && (query.status === undefined || (query.status.from <= 202 && 202 < query.status.to));
+  return acceptedWanted ? [others, db.selectFrom(acceptedRecords(db, companyId).as('log'))] : [others];
+}
 
 /** The company's request log, newest first. */
 export async function listCompanyRequestLog(
@@ -10,54 +55,72 @@ export async function listCompanyRequestLog(
   companyId: string,
   query: RequestLogQuery,
 ): Promise<RequestLogEntry[]> {
-  let select = db.selectFrom('request_log').selectAll().where('company_id', '=', companyId);
-  if (query.integrationId !== undefined) select = select.where('integration_id', '=', query.integrationId);
-  if (query.keyId !== undefined) select = select.where('key_id', '=', query.keyId);
-  if (query.errorCode !== undefined) select = select.where('error_code', '=', query.errorCode);
-  if (query.status !== undefined) select = select.where('status', '>=', query.status.from).where('status', '<', query.status.to);
-  if (query.since !== undefined) select = select.where('received_at', '>=', query.since);
-  if (query.until !== undefined) select = select.where('received_at', '<', query.until);
-  const cursor = query.cursor;
-  if (cursor) {
-    select = select
-      .where('received_at', '<=', cursor.at)
-      .where((eb) =>
-        eb.or([eb('received_at', '<', cursor.at), eb.and([eb('received_at', '=', cursor.at), eb('id', '<', cursor.id)])]),
-      );
-  }
-  const rows = await select.orderBy('received_at', 'desc').orderBy('id', 'desc').limit(query.limit).execute();
+  // Each half's newest page, then the newest of both: each half reads at most a page of its index.
+  const pages = requestLogHalves(db, companyId, query).map((half) => {
+    let select = half.selectAll();
+    if (query.integrationId !== undefined) select = select.where('integration_id', '=', query.integrationId);
+    if (query.keyId !== undefined) select = select.where('key_id', '=', query.keyId);
+    if (query.errorCode !== undefined) select = select.where('error_code', '=', query.errorCode);
+    if (query.status !== undefined) select = select.where('status', '>=', query.status.from).where('status', '<', query.status.to);
+    if (query.since !== undefined) select = select.where('received_at', '>=', query.since);
+    if (query.until !== undefined) select = select.where('received_at', '<', query.until);
+    const cursor = query.cursor;
+    if (cursor) {
+      select = select
+        .where('received_at', '<=', cursor.at)
+        .where((eb) =>
+          eb.or([eb('received_at', '<', cursor.at), eb.and([eb('received_at', '=', cursor.at), eb('id', '<', cursor.id)])]),
+        );
+    }
+    return db.selectFrom(select.orderBy('received_at', 'desc').orderBy('id', 'desc').limit(query.limit).as('page')).selectAll();
+  });
+  const both = pages.length === 1 ? pages[0]! : pages[0]!.unionAll(pages[1]!);
+  const rows = await db.selectFrom(both.as('log')).selectAll().orderBy('received_at', 'desc').orderBy('id', 'desc').limit(query.limit).execute();
   return rows.map(requestLogOfRow);
 }
 
 const GROUP_COLUMNS = { integration: 'integration_id', key: 'key_id' } as const;
 
-/** Webhook sends per bucket by outcome: one GROUP BY over the company's request log. */
+/** Webhook sends per bucket by outcome: one GROUP BY over each half of the company's log, summed. */
 export async function countUsage(db: Kysely<Database>, companyId: string, query: UsageQuery): Promise<UsageBucket[]> {
   // A literal, not a parameter: PostgreSQL must see the same expression in SELECT and GROUP BY.
   const start = sql<number>`received_at - received_at % ${sql.lit(Math.trunc(query.bucketMs))}`;
   const group = query.groupBy === undefined ? sql<string | null>`null` : sql<string | null>`${sql.ref(GROUP_COLUMNS[query.groupBy])}`;
-  let select = db
-    .selectFrom('request_log')
-    .select([
-      start.as('start'),
-      group.as('group_id'),
-      sql<number>`sum(case when status = 202 then 1 else 0 end)`.as('accepted'),
-      sql<number>`sum(case when status = 200 then 1 else 0 end)`.as('replayed'),
-      sql<number>`sum(case when status between 400 and 499 then 1 else 0 end)`.as('rejected'),
-      sql<number>`sum(case when status between 500 and 599 then 1 else 0 end)`.as('failed'),
-      sql<number>`count(*)`.as('total'),
+  const counted = requestLogHalves(db, companyId, {}).map((half) => {
+    let select = half
+      .select([
+        start.as('start'),
+        group.as('group_id'),
+        sql<number>`sum(case when status = 202 then 1 else 0 end)`.as('accepted'),
+        sql<number>`sum(case when status = 200 then 1 else 0 end)`.as('replayed'),
+        sql<number>`sum(case when status between 400 and 499 then 1 else 0 end)`.as('rejected'),
+        sql<number>`sum(case when status between 500 and 599 then 1 else 0 end)`.as('failed'),
+        sql<number>`count(*)`.as('total'),
+      ])
+      // Reads with an integration key (GET) are in the request log, but are not webhooks sent.
+      .where('method', '=', 'POST')
+      .where('received_at', '>=', query.since)
+      .where('received_at', '<', query.until);
+    if (query.integrationId !== undefined) select = select.where('integration_id', '=', query.integrationId);
+    if (query.keyId !== undefined) select = select.where('key_id', '=', query.keyId);
+    // PostgreSQL refuses a constant in GROUP BY: the group column only when there is one.
+    return query.groupBy === undefined ? select.groupBy(start) : select.groupBy([start, group]);
+  });
+  const rows = await db
+    .selectFrom(counted[0]!.unionAll(counted[1]!).as('half'))
+    .select((eb) => [
+      'start',
+      'group_id',
+      eb.fn.sum<number>('accepted').as('accepted'),
+      eb.fn.sum<number>('replayed').as('replayed'),
+      eb.fn.sum<number>('rejected').as('rejected'),
+      eb.fn.sum<number>('failed').as('failed'),
+      eb.fn.sum<number>('total').as('total'),
     ])
-    .where('company_id', '=', companyId)
-    // Reads with an integration key (GET) are in the request log, but are not webhooks sent.
-    .where('method', '=', 'POST')
-    .where('received_at', '>=', query.since)
-    .where('received_at', '<', query.until);
-  if (query.integrationId !== undefined) select = select.where('integration_id', '=', query.integrationId);
-  if (query.keyId !== undefined) select = select.where('key_id', '=', query.keyId);
-  // PostgreSQL refuses a constant in GROUP BY: the group column only when there is one.
-  const ordered =
-    query.groupBy === undefined ? select.groupBy(start).orderBy(start) : select.groupBy([start, group]).orderBy(start).orderBy(group);
-  const rows = await ordered.execute();
+    .groupBy(['start', 'group_id'])
+    .orderBy('start')
+    .orderBy('group_id')
+    .execute();
   return rows.map((r) => ({
     start: Number(r.start),
     group: r.group_id,
