@@ -315,6 +315,8 @@ describe(`query plans (${dialect})`, () => {
     const plan = await explain('usage of a few minutes');
     expectIndexedReads(plan, 'request_log', ['request_log_company_time']);
     expectIndexedReads(plan, 'webhooks', ['webhooks_company_time']);
+    // Counting needs no column of the webhooks' rows, which on SQLite may sit past the body on its overflow pages.
+    if (dialect === 'sqlite') expect(plan.text).toContain('SEARCH webhooks USING COVERING INDEX webhooks_company_time');
   });
 
   test.each([

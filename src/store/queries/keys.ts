@@ -108,7 +108,7 @@ export async function countKeyRequests(
   since: number,
 ): Promise<Map<string, number>> {
   if (keyIds.length === 0) return new Map();
-  const counted = requestLogHalves(db, companyId, {}).map((half) =>
+  const counted = requestLogHalves(db, companyId, {}, 'counts').map((half) =>
     half
       .select((eb) => ['key_id', eb.fn.countAll<number>().as('requests')])
       .where('integration_id', '=', integrationId)
@@ -140,7 +140,8 @@ export async function listKeyCallers(
       .where('key_id', '=', keyId)
       .groupBy(['ip', 'user_agent']),
   );
-  // A sender seen in both halves (refused once, accepted since) is one caller.
+  // Records, not counts: a webhook stored before migration 0010 has its user agent in
+  // request_log. A sender seen in both halves (refused once, accepted since) is one caller.
   const rows = await db
     .selectFrom(grouped[0]!.unionAll(grouped[1]!).as('half'))
     .select((eb) => ['ip', 'user_agent', eb.fn.max('last_seen_at').as('last_seen_at'), eb.fn.sum<number>('requests').as('requests')])
