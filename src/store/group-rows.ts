@@ -14,8 +14,9 @@ export type AttemptRow = Insertable<DeliveryAttemptsTable>;
 /**
  * How a group commit writes its webhooks (each with its request's log record), the log rows
  * of requests that stored none and the outbox rows, and a delivery exchange its attempts:
- * the rows written most, a group at a time, inside the caller's transaction (`trx`). Everything else in those transactions is built by Kysely;
- * these are the hot path, and each dialect writes them its cheapest way
+ * the rows written most, a group at a time, inside the caller's transaction (`trx`).
+ * Everything else in those transactions is built by Kysely; these are the hot path, and
+ * each dialect writes them its cheapest way
  * (sqlite/prepared-group-rows.ts, postgres/prepared-group-rows.ts), in the columns below.
  */
 export interface GroupRowWriter {

@@ -329,10 +329,7 @@ export class KyselyStore implements Store {
       for (const outcome of outcomes) if (outcome.kind === 'accepted' && deliveriesDue.has(outcome.uuid)) outcome.deliveriesDue = true;
       // An accepted webhook's log record is its own row's (migration 0010); a replay's or a
       // conflict's stored nothing, and goes to the request log with the refusals.
-      const allLogs = [...logs];
-      webhooks.forEach((w, i) => {
-        if (outcomes[i]!.kind !== 'accepted') allLogs.push(requestLogOf(w.log, outcomes[i]!, committedAt));
-      });
+      const allLogs = [...logs, ...webhooks.flatMap((w, i) => (outcomes[i]!.kind === 'accepted' ? [] : [requestLogOf(w.log, outcomes[i]!, committedAt)]))];
       if (allLogs.length > 0) await this.groupRows.insertRequestLogs(trx, allLogs.map(requestLogRow));
       return outcomes;
     });
@@ -377,7 +374,6 @@ export class KyselyStore implements Store {
   listRequestLog(companyId: string, integrationId: string, limit: number): Promise<RequestLogEntry[]> {
     return logs.listCompanyRequestLog(this.db, companyId, { integrationId, limit });
   }
-
 
   async createCompany(company: NewCompany, audit?: AuditEvent): Promise<void> {
     await this.db.transaction().execute(async (trx) => {

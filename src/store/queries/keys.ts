@@ -3,7 +3,7 @@ import type { Scope } from '../../domain/api-key.js';
 import type { PageCursor } from '../../domain/cursor.js';
 import type { ApiKeysTable, Database } from '../schema.js';
 import type { KeyCaller, KeyDetails } from '../store.js';
-import { requestLogHalves } from './logs.js';
+import { unionOfHalves } from './logs.js';
 
 /**
  * Keys as the management API sees them. A key belongs to an integration (integrationId) or
@@ -108,7 +108,7 @@ export async function countKeyRequests(
   since: number,
 ): Promise<Map<string, number>> {
   if (keyIds.length === 0) return new Map();
-  const counted = requestLogHalves(db, companyId, {}, 'counts').map((half) =>
+  const counted = unionOfHalves(db, companyId, 'counts', (half) =>
     half
       .select((eb) => ['key_id', eb.fn.countAll<number>().as('requests')])
       .where('integration_id', '=', integrationId)
@@ -117,7 +117,7 @@ export async function countKeyRequests(
       .groupBy('key_id'),
   );
   const rows = await db
-    .selectFrom(counted[0]!.unionAll(counted[1]!).as('half'))
+    .selectFrom(counted.as('half'))
     .select((eb) => ['key_id', eb.fn.sum<number>('requests').as('requests')])
     .groupBy('key_id')
     .execute();
@@ -132,7 +132,7 @@ export async function listKeyCallers(
   keyId: string,
   query: { since: number; limit: number },
 ): Promise<KeyCaller[]> {
-  const grouped = requestLogHalves(db, companyId, {}).map((half) =>
+  const grouped = unionOfHalves(db, companyId, 'records', (half) =>
     half
       .select((eb) => ['ip', 'user_agent', eb.fn.max('received_at').as('last_seen_at'), eb.fn.countAll<number>().as('requests')])
       .where('integration_id', '=', integrationId)
@@ -143,7 +143,7 @@ export async function listKeyCallers(
   // Records, not counts: a webhook stored before migration 0010 has its user agent in
   // request_log. A sender seen in both halves (refused once, accepted since) is one caller.
   const rows = await db
-    .selectFrom(grouped[0]!.unionAll(grouped[1]!).as('half'))
+    .selectFrom(grouped.as('half'))
     .select((eb) => ['ip', 'user_agent', eb.fn.max('last_seen_at').as('last_seen_at'), eb.fn.sum<number>('requests').as('requests')])
     .groupBy(['ip', 'user_agent'])
     .orderBy('last_seen_at', 'desc')

@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Selectable } from 'kysely';
+import { sql, type Kysely, type Selectable, type SelectQueryBuilder } from 'kysely';
 import type { Database, RequestLogTable } from '../schema.js';
 import type { RequestLogEntry, RequestLogQuery, UsageBucket, UsageQuery } from '../store.js';
 
@@ -15,6 +15,9 @@ import type { RequestLogEntry, RequestLogQuery, UsageBucket, UsageQuery } from '
  */
 
 type LogRow = Selectable<RequestLogTable>;
+type LogDatabase = Database & { log: LogRow };
+/** One half of the log, as rows of request_log's columns named `log`. */
+type LogHalf = SelectQueryBuilder<LogDatabase, 'log', {}>;
 
 /**
  * The columns a webhook's row gives its 202's record, named as request_log names them.
@@ -54,22 +57,25 @@ function acceptedRecords(db: Kysely<Database>, companyId: string, use: HalvesFor
  * a count over a time range reads only its time index, not each row (on SQLite a column
  * after the body may sit on the body's overflow pages).
  */
-type HalvesFor = 'records' | 'counts';
+export type HalvesFor = 'records' | 'counts';
 
-/** Both halves of a company's log as `log` rows; the webhooks' half is left out when `status` cannot be 202. */
-export function requestLogHalves(
-  db: Kysely<Database>,
-  companyId: string,
-  query: { status?: { from: number; to: number }; errorCode?: string },
-  use: HalvesFor = 'records',
-) {
+/** Both halves of a company's log: request_log's rows, then the records in webhooks' rows. */
+function requestLogHalves(db: Kysely<Database>, companyId: string, use: HalvesFor): [LogHalf, LogHalf] {
   let others = db.selectFrom('request_log').selectAll().where('company_id', '=', companyId);
   // A 202 that names its webhook is that webhook's record, counted in the webhooks' half.
   if (use === 'counts') others = others.where((eb) => eb.or([eb('status', '<>', 202), eb('webhook_uuid', 'is', null)]));
-  const acceptedWanted = query.errorCode === undefined && (query.status === undefined || (query.status.from <= 202 && 202 < query.status.to));
-  const halves = [db.selectFrom(others.as('log'))];
-  if (acceptedWanted) halves.push(db.selectFrom(acceptedRecords(db, companyId, use).as('log')));
-  return halves;
+  return [db.selectFrom(others.as('log')), db.selectFrom(acceptedRecords(db, companyId, use).as('log'))];
+}
+
+/** One read of each half (`read`, with its own filters and grouping), as one UNION ALL for a read that sums them. */
+export function unionOfHalves<O>(
+  db: Kysely<Database>,
+  companyId: string,
+  use: HalvesFor,
+  read: (half: LogHalf) => SelectQueryBuilder<LogDatabase, 'log', O>,
+) {
+  const [others, accepted] = requestLogHalves(db, companyId, use);
+  return read(others).unionAll(read(accepted));
 }
 
 /** The company's request log, newest first. */
@@ -78,8 +84,11 @@ export async function listCompanyRequestLog(
   companyId: string,
   query: RequestLogQuery,
 ): Promise<RequestLogEntry[]> {
+  const [others, accepted] = requestLogHalves(db, companyId, 'records');
+  // Only 202s are in the webhooks' half: left out when the filters exclude them.
+  const may202 = query.errorCode === undefined && (query.status === undefined || (query.status.from <= 202 && 202 < query.status.to));
   // Each half's newest page, then the newest of both: each half reads at most a page of its index.
-  const pages = requestLogHalves(db, companyId, query).map((half) => {
+  const pages = (may202 ? [others, accepted] : [others]).map((half) => {
     let select = half.selectAll();
     if (query.integrationId !== undefined) select = select.where('integration_id', '=', query.integrationId);
     if (query.keyId !== undefined) select = select.where('key_id', '=', query.keyId);
@@ -109,7 +118,7 @@ export async function countUsage(db: Kysely<Database>, companyId: string, query:
   // A literal, not a parameter: PostgreSQL must see the same expression in SELECT and GROUP BY.
   const start = sql<number>`received_at - received_at % ${sql.lit(Math.trunc(query.bucketMs))}`;
   const group = query.groupBy === undefined ? sql<string | null>`null` : sql<string | null>`${sql.ref(GROUP_COLUMNS[query.groupBy])}`;
-  const counted = requestLogHalves(db, companyId, {}, 'counts').map((half) => {
+  const counted = unionOfHalves(db, companyId, 'counts', (half) => {
     let select = half
       .select([
         start.as('start'),
@@ -130,7 +139,7 @@ export async function countUsage(db: Kysely<Database>, companyId: string, query:
     return query.groupBy === undefined ? select.groupBy(start) : select.groupBy([start, group]);
   });
   const rows = await db
-    .selectFrom(counted[0]!.unionAll(counted[1]!).as('half'))
+    .selectFrom(counted.as('half'))
     .select((eb) => [
       'start',
       'group_id',
