@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
@@ -318,7 +318,7 @@ async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyR
     event: webhook.event,
     receivedAt: ctx.receivedAt,
     rawBody: webhook.raw,
-    bodySha256: webhook.idempotencyKey === null ? null : createHash('sha256').update(webhook.raw).digest('hex'),
+    bodySha256: webhook.idempotencyKey === null ? null : hash('sha256', webhook.raw, 'hex'),
     headers: keptHeaders(request.headers),
     sourceIp: request.ip,
     idempotencyKey: webhook.idempotencyKey,
