@@ -1,5 +1,5 @@
 /*
- * `npm run bench [-- --postgres] [--rounds N] [--seconds S] [--connections C] [--max-in-flight N] [--label L] [--body push|small] [--service-root DIR]`
+ * `npm run bench [-- --postgres] [--rounds N] [--seconds S] [--connections C] [--max-in-flight N] [--label L] [--body push|small] [--service-root DIR] [--lag-rate R]`
  *
  * One intake node (`node dist/main.js`) on a fresh database, and beside it a durable floor
  * (floor.ts: node:http, group commit of two rows a webhook, on a fresh database of the same
@@ -55,6 +55,9 @@ const { values: args } = parseArgs({
     // Another checkout's build to run as the service (and its CLI), e.g. the code before a
     // change, built in a git worktree: the same harness, floor and baseline measure both.
     'service-root': { type: 'string' },
+    // The lag phase's rate, per second, instead of half of this run's maximum: two builds
+    // whose maxima differ are then asked for the same deliveries.
+    'lag-rate': { type: 'string' },
   },
 });
 const serviceRoot = args['service-root'] ?? root;
@@ -80,6 +83,8 @@ const OVERLOAD_CONNECTIONS = 10_000;
 // on an empty outbox and no deliveries run beside another target's measurement.
 const DRAIN_MAX_MS = 15_000;
 const destinationMaxInFlight = Number(args['max-in-flight']);
+const fixedLagRate = args['lag-rate'] === undefined ? undefined : Number(args['lag-rate']);
+if (fixedLagRate !== undefined && !(fixedLagRate > 0)) throw new Error(`--lag-rate is a rate per second, not ${args['lag-rate']}`);
 const workDir = mkdtempSync(`${tmpdir()}/intake-bench-`);
 const running: ServerProcess[] = [];
 const databases: BenchDatabase[] = [];
@@ -221,13 +226,14 @@ async function main(): Promise<void> {
   }).finished;
 
   await sleep(2_000);
-  process.stdout.write(`  open loop at ${Math.round(maxRate / 2)}/s for ${settings.seconds * 2} s to the destination's integration\n`);
+  const lagRate = fixedLagRate ?? maxRate / 2;
+  process.stdout.write(`  open loop at ${Math.round(lagRate)}/s for ${settings.seconds * 2} s to the destination's integration\n`);
   const accepted = new AcceptedLog();
   const arrivalsFrom = receiver.count();
   const shedBeforeLag = await claimsShed(service.port);
   const lagLoad = await startOpenLoopProcess(
     destinationTarget,
-    { ratePerSecond: maxRate / 2, seconds: settings.seconds * 2, maxConnections: 256, timeoutMs: SENDER_TIMEOUT_MS },
+    { ratePerSecond: lagRate, seconds: settings.seconds * 2, maxConnections: 256, timeoutMs: SENDER_TIMEOUT_MS },
     accepted,
   ).finished;
   const lagClaimsShed = (await claimsShed(service.port)) - shedBeforeLag;
