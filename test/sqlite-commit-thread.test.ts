@@ -189,6 +189,43 @@ describe('SQLite commit thread', () => {
     await expect(threaded.commitBatch([next], [])).resolves.toEqual([{ kind: 'accepted', uuid: next.uuid, receivedAt: next.receivedAt }]);
   });
 
+  test('the read thread starts with the first heavy read: not with the schema, nor for readiness', async () => {
+    const threads = threaded as unknown as Record<'commitThread' | 'readThread', SqliteThread<'commit' | 'read'>>;
+    await threaded.migrate();
+    await threaded.ping();
+    expect(threads.commitThread.running).toBe(true);
+    expect(threads.readThread.running).toBe(false);
+
+    await threaded.commitBatch([webhook(owner, Date.now())], []);
+    expect(threads.readThread.running).toBe(false);
+    expect((await threaded.listCompanyWebhooks(owner.companyId, { limit: 10 })).webhooks).toHaveLength(1);
+    expect(threads.readThread.running).toBe(true);
+  });
+
+  test('an idle read thread stops, and the next read starts another; a call in time keeps it', async () => {
+    const path = database.databaseUrl.slice('sqlite:'.length);
+    const reader = new SqliteThread(path, 'read', { idleStopMs: 150 });
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    try {
+      await reader.call('ping');
+      const first = (reader as unknown as { worker: Worker }).worker;
+      // Calls closer together than the idle time keep the same thread.
+      for (let i = 0; i < 4; i++) {
+        await sleep(60);
+        await reader.call('ping');
+      }
+      expect((reader as unknown as { worker: Worker }).worker).toBe(first);
+      await sleep(400);
+      expect(reader.running).toBe(false);
+
+      const read = reader.call('listCompanyWebhooks', owner.companyId, { limit: 10 });
+      await expect(read).resolves.toMatchObject({ webhooks: [] });
+      expect((reader as unknown as { worker: Worker }).worker.threadId).not.toBe(first.threadId);
+    } finally {
+      await reader.close();
+    }
+  });
+
   test('the commit thread runs with a small young generation, the read thread with V8\'s default', async () => {
     await threaded.commitBatch([webhook(owner, Date.now())], []);
     await threaded.listCompanyWebhooks(owner.companyId, { limit: 10 });

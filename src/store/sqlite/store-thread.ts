@@ -28,6 +28,18 @@ const RESOURCE_LIMITS: Record<ThreadRole, ResourceLimits> = {
   read: {},
 };
 
+/**
+ * How long a thread stays without a call before it stops (undefined: never). The read
+ * thread serves the API's heavy reads, which may not come for hours: its isolate, idle, is
+ * 20 MB of the service's RSS (peak under a 64-connection load of 7 KB webhooks 193-198 MB
+ * without it, 214-220 with it, 5 pairs; docs/performance.md). Its next read starts it again,
+ * in about 100-200 ms. The commit thread is in use whenever intake is.
+ */
+export const IDLE_STOP_MS: Record<ThreadRole, number | undefined> = {
+  commit: undefined,
+  read: 60_000,
+};
+
 interface InFlight {
   worker: Worker;
   resolve(result: unknown): void;
@@ -51,8 +63,9 @@ interface InFlight {
  * on the main connection and wait for the lock like any writer (busy_timeout; both sides
  * begin IMMEDIATE).
  *
- * A thread starts with its first call (the server pings both once migrations have run, so
- * the first webhooks and reads do not wait 100-200 ms for it to load) and keeps the process
+ * A thread starts with its first call (the server pings the commit thread once migrations
+ * have run, so the first webhooks do not wait 100-200 ms for it to load; the read thread
+ * waits for its first read, and stops after IDLE_STOP_MS without one) and keeps the process
  * alive only while a call is in flight. If it dies, the calls in flight fail (a sender gets
  * no 202 and retries; a reader gets a 5xx) and the next call starts a new thread.
  */
@@ -60,14 +73,26 @@ export class SqliteThread<R extends ThreadRole> {
   private worker: Worker | undefined;
   private nextId = 1;
   private readonly inFlight = new Map<number, InFlight>();
+  private idleTimer: NodeJS.Timeout | undefined;
+  private readonly idleStopMs: number | undefined;
 
   constructor(
     private readonly path: string,
     readonly role: R,
-  ) {}
+    options: { idleStopMs?: number } = {},
+  ) {
+    this.idleStopMs = options.idleStopMs ?? IDLE_STOP_MS[role];
+  }
+
+  /** Whether the thread is started (a call starts it; IDLE_STOP_MS may stop it). */
+  get running(): boolean {
+    return this.worker !== undefined;
+  }
 
   /** Runs the store's `method` on the thread and resolves with its result. */
   call<M extends ThreadMethod<R>>(method: M, ...args: Parameters<Store[M]>): Promise<Awaited<ReturnType<Store[M]>>> {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
     const worker = this.worker ?? this.start();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
@@ -81,6 +106,8 @@ export class SqliteThread<R extends ThreadRole> {
 
   /** Stops the thread; calls still in flight fail. */
   async close(): Promise<void> {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
     const worker = this.worker;
     this.worker = undefined;
     await worker?.terminate();
@@ -101,9 +128,25 @@ export class SqliteThread<R extends ThreadRole> {
     const waiting = this.inFlight.get(reply.id);
     if (!waiting) return;
     this.inFlight.delete(reply.id);
-    if (![...this.inFlight.values()].some((call) => call.worker === worker)) worker.unref();
+    if (![...this.inFlight.values()].some((call) => call.worker === worker)) {
+      worker.unref();
+      this.stopWhenIdle(worker);
+    }
     if ('result' in reply) waiting.resolve(reviveBuffers(reply.result));
     else waiting.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
+  }
+
+  /** Stops `worker` once it has had no call for idleStopMs; a call before then keeps it. */
+  private stopWhenIdle(worker: Worker): void {
+    if (this.idleStopMs === undefined || this.worker !== worker) return;
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = undefined;
+      if (this.worker !== worker || this.inFlight.size > 0) return;
+      this.worker = undefined;
+      void worker.terminate();
+    }, this.idleStopMs);
+    this.idleTimer.unref();
   }
 
   /** The calls on a thread that stopped fail; a thread started since keeps its own. */

@@ -26,21 +26,25 @@ export class ThreadedSqliteStore extends KyselyStore {
     super('sqlite', db, types, groupRows);
   }
 
-  /** The threads start once the schema exists, so they are ready before the first webhook or read. */
+  /**
+   * The commit thread starts once the schema exists, so it is ready before the first
+   * webhook. The read thread starts with the first heavy read (see IDLE_STOP_MS).
+   */
   override async migrate(): Promise<string[]> {
     const applied = await super.migrate();
-    await this.pingThreads();
+    await this.commitThread.call('ping');
     return applied;
   }
 
-  /** Readiness covers every connection: webhooks are written on the commit thread's. */
+  /**
+   * Readiness covers the connections intake uses: webhooks are written on the commit
+   * thread's. Not the read thread's: a balancer's probes would keep it running for
+   * nothing, and would wait behind a viewer's long search; a read thread that died is
+   * started again by the next read.
+   */
   override async ping(): Promise<void> {
     await super.ping();
-    await this.pingThreads();
-  }
-
-  private async pingThreads(): Promise<void> {
-    await Promise.all([this.commitThread.call('ping'), this.readThread.call('ping')]);
+    await this.commitThread.call('ping');
   }
 
   override async close(): Promise<void> {
