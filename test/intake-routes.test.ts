@@ -1,4 +1,4 @@
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { issueApiKey } from '../src/domain/api-key.js';
 import { buildTestApp, sendWebhook, waitFor, type TestApp, type TestTenant } from './helpers.js';
@@ -87,6 +87,29 @@ describe('POST /api/webhooks/:integration_key, happy path', () => {
     const second = expectAccepted(await sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey, path: '/api/webhook' }));
     expect(first.uuid).not.toBe(second.uuid);
     expect(await listUuids(tenant)).toEqual([second.uuid, first.uuid]);
+  });
+
+  test('received_at is when the whole body had come: a request begun first whose body comes last is the newest', async () => {
+    const tenant = await t.newTenant();
+    const slowBody = new PassThrough();
+    const slow = t.app.inject({
+      method: 'POST',
+      url: `/api/webhooks/${tenant.integrationKey}`,
+      headers: { 'x-api-key': tenant.apiKey, 'content-type': 'application/json' },
+      payload: slowBody,
+    });
+    slowBody.write('{"event":"slow.body",');
+    // Its request has been authenticated and is reading the body when the fast one comes.
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const fast = expectAccepted(await sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey }));
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    slowBody.end('"data":{}}');
+    const late = expectAccepted(await slow);
+    // Stamped in the order they joined the group commit, which writes them in that order,
+    // so (received_at, uuid) grows with the rows and the time indexes fill their pages.
+    expect(Date.parse(late.received_at)).toBeGreaterThanOrEqual(Date.parse(fast.received_at) + 25);
+    expect(late.uuid > fast.uuid).toBe(true);
+    expect(await listUuids(tenant)).toEqual([late.uuid, fast.uuid]);
   });
 
   test('Content-Type parameters such as charset are allowed', async () => {

@@ -316,7 +316,12 @@ async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyR
     integrationId: integration.id,
     keyId: webhook.keyId,
     event: webhook.event,
-    receivedAt: ctx.receivedAt,
+    // When its whole body has come and passed every check, not when its request began: the
+    // group commit writes webhooks in the order they join it, so (received_at, uuid v7) then
+    // grows as the rows are written and the time indexes fill their pages. Stamped at the
+    // request's start, a webhook whose body came slowly went in behind later ones and split
+    // full pages, which left each of those indexes half empty (docs/performance.md).
+    receivedAt: Date.now(),
     rawBody: webhook.raw,
     bodySha256: webhook.idempotencyKey === null ? null : hash('sha256', webhook.raw, 'hex'),
     headers: keptHeaders(request.headers),

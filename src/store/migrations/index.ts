@@ -10,6 +10,7 @@ import * as destinations from './0007-destinations.js';
 import * as deliveriesWaiting from './0008-deliveries-waiting.js';
 import * as deliveriesVacuum from './0009-deliveries-vacuum.js';
 import * as requestLogInWebhooks from './0010-request-log-in-webhooks.js';
+import * as timeIndexesAscending from './0011-time-indexes-ascending.js';
 
 export { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../dialect-types.js';
 
@@ -30,6 +31,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0008-deliveries-waiting': deliveriesWaiting,
   '0009-deliveries-vacuum': deliveriesVacuum,
   '0010-request-log-in-webhooks': requestLogInWebhooks,
+  '0011-time-indexes-ascending': timeIndexesAscending,
 };
 
 /** Every migration's name, in order: what a new database gets. */
