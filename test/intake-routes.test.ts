@@ -2,6 +2,7 @@ import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { issueApiKey } from '../src/domain/api-key.js';
 import { buildTestApp, sendWebhook, waitFor, type TestApp, type TestTenant } from './helpers.js';
+import { sleep } from './support/processes.js';
 
 type Response = Awaited<ReturnType<typeof sendWebhook>>;
 
@@ -100,9 +101,9 @@ describe('POST /api/webhooks/:integration_key, happy path', () => {
     });
     slowBody.write('{"event":"slow.body",');
     // Its request has been authenticated and is reading the body when the fast one comes.
-    await new Promise((resolve) => setTimeout(resolve, 30));
+    await sleep(30);
     const fast = expectAccepted(await sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey }));
-    await new Promise((resolve) => setTimeout(resolve, 30));
+    await sleep(30);
     slowBody.end('"data":{}}');
     const late = expectAccepted(await slow);
     // Stamped in the order they joined the group commit, which writes them in that order,
