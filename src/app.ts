@@ -172,6 +172,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   const counters = { unknownIntegrationRequests: 0 };
   const authFailures = new AuthFailureLimiter(config.authFailureLimit, config.authFailureWindowMs);
   app.decorate('dispatcher', dispatcher);
+  app.decorate('writer', writer);
   await app.register(healthRoutes, { store, writer });
   // On a port of its own when one is set, and then not on this one.
   const metricsServer = config.metricsPort === undefined ? undefined : buildMetricsServer(metrics, config, logger as FastifyBaseLogger);

@@ -20,16 +20,20 @@ const SENTINEL_AGENT = 'request-log-sentinel';
 
 /**
  * Every row of the tenant's request log once the writer has caught up, oldest first.
- * Rejected requests are logged by the group-commit writer after the answer, in order; a
- * last rejected request is sent and awaited, so every row before it is in too, and a row
- * written twice would show.
+ * Rejected requests are queued for the group-commit writer after the answer, in order; a
+ * last rejected request is sent and its row awaited, so every row before it was queued, and
+ * the writer is then drained, so every one is written. A row written twice would show.
  */
 async function settledLog(tenant: TestTenant): Promise<RequestLogEntry[]> {
   await sendWebhook(t.app, tenant.integrationKey, { headers: { 'user-agent': SENTINEL_AGENT } });
-  const rows = await waitFor(async () => {
+  await waitFor(async () => {
     const found = await t.store.listRequestLog(tenant.companyId, tenant.integrationId, 1000);
-    return found.some((row) => row.userAgent === SENTINEL_AGENT) ? found : undefined;
+    return found.some((row) => row.userAgent === SENTINEL_AGENT) ? true : undefined;
   }, 'the request log to catch up');
+  // Every row queued before the sentinel's is queued now, but on PostgreSQL two groups commit
+  // on two connections, so an earlier group may still be committing after a later one.
+  await t.app.writer.drain();
+  const rows = await t.store.listRequestLog(tenant.companyId, tenant.integrationId, 1000);
   return rows.filter((row) => row.userAgent !== SENTINEL_AGENT).reverse();
 }
 
