@@ -189,11 +189,14 @@ describe('SQLite commit thread', () => {
     await expect(threaded.commitBatch([next], [])).resolves.toEqual([{ kind: 'accepted', uuid: next.uuid, receivedAt: next.receivedAt }]);
   });
 
-  test('the read thread starts with the first heavy read: not with the schema, nor for readiness', async () => {
+  test("the read thread starts with the first heavy read: not with the schema, nor for readiness or /metrics' backlog", async () => {
     const threads = threaded as unknown as Record<'commitThread' | 'readThread', SqliteThread<'commit' | 'read'>>;
     await threaded.migrate();
     await threaded.ping();
     expect(threads.commitThread.running).toBe(true);
+    expect(threads.readThread.running).toBe(false);
+    // Every scrape reads it: on the read thread, Prometheus would keep the thread running for good.
+    await expect(threaded.deliveryBacklog(Date.now(), 10_000)).resolves.toEqual({ due: 0, oldestDueAt: null });
     expect(threads.readThread.running).toBe(false);
 
     await threaded.commitBatch([webhook(owner, Date.now())], []);

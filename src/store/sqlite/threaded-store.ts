@@ -133,9 +133,6 @@ export class ThreadedSqliteStore extends KyselyStore {
   override destinationStats(...args: Args<'destinationStats'>) {
     return this.readThread.call('destinationStats', ...args);
   }
-  override deliveryBacklog(...args: Args<'deliveryBacklog'>) {
-    return this.readThread.call('deliveryBacklog', ...args);
-  }
   override readFeed(...args: Args<'readFeed'>) {
     return this.readThread.call('readFeed', ...args);
   }
