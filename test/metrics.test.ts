@@ -311,6 +311,18 @@ describe(`/metrics (${testDialect()})`, () => {
     }
   });
 
+  test("the event loop's busy time is counted, and the SQLite threads' only where the store runs them", async () => {
+    const { t, send, before } = await acceptingOne({});
+    // Work on the loop between two scrapes is busy time of the loop.
+    const started = performance.now();
+    while (performance.now() - started < 100) Math.sqrt(Math.random());
+    expect((await send()).statusCode).toBe(202);
+    const after = await scrape(t.app);
+    expect(moved(before, after, 'intake_thread_busy_seconds_total', { thread: 'event_loop' })).toBeGreaterThanOrEqual(0.09);
+    // The test app's store runs on the event loop (the server's SQLite threads: test/sqlite-commit-thread.test.ts).
+    expect(after.samples('intake_thread_busy_seconds_total').map((sample) => sample.labels?.thread)).toEqual(['event_loop']);
+  });
+
   test('no label carries a company, an integration, a key, a destination or a path as sent', async () => {
     const t = await app({ INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' });
     const tenant = await t.newTenant();

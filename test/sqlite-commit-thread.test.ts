@@ -229,6 +229,58 @@ describe('SQLite commit thread', () => {
     }
   });
 
+  test("each thread's busy time counts its calls, the time they wait inside included, and never falls", async () => {
+    const busy = (thread: string) => threaded.threadsBusySeconds().find((entry) => entry.thread === thread)!.seconds;
+    expect(threaded.threadsBusySeconds()).toEqual([
+      { thread: 'sqlite_commit', seconds: 0 },
+      { thread: 'sqlite_read', seconds: 0 },
+    ]);
+
+    // A commit that waits 300 ms for another connection's write lock is busy all that time, as
+    // one waiting for its fsync is: the thread can take no other call meanwhile.
+    await threaded.commitBatch([webhook(owner, Date.now())], []);
+    const beforeWait = busy('sqlite_commit');
+    const other = new Database(database.databaseUrl.slice('sqlite:'.length));
+    other.exec('begin immediate');
+    const committing = threaded.commitBatch([webhook(owner, Date.now())], []);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    other.exec('commit');
+    other.close();
+    await committing;
+    expect(busy('sqlite_commit') - beforeWait).toBeGreaterThanOrEqual(0.25);
+    expect(busy('sqlite_read')).toBe(0);
+
+    await threaded.listCompanyWebhooks(owner.companyId, { limit: 10 });
+    const read = busy('sqlite_read');
+    expect(read).toBeGreaterThan(0);
+    // A read thread that dies keeps what it was busy; the next one adds to it.
+    const reader = (threaded as unknown as { readThread: { worker: Worker } }).readThread;
+    await reader.worker.terminate();
+    expect(busy('sqlite_read')).toBe(read);
+    await threaded.listCompanyWebhooks(owner.companyId, { limit: 10 });
+    expect(busy('sqlite_read')).toBeGreaterThan(read);
+  });
+
+  test('an idle read thread that stops keeps its busy time in the count', async () => {
+    const reader = new SqliteThread(database.databaseUrl.slice('sqlite:'.length), 'read', { idleStopMs: 100 });
+    try {
+      await reader.call('listCompanyWebhooks', owner.companyId, { limit: 10 });
+      const first = reader.busySeconds();
+      expect(first).toBeGreaterThan(0);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(reader.running).toBe(false);
+      // Read as it stopped: what it did after the first reading (answering, turning) counts too.
+      const stopped = reader.busySeconds();
+      expect(stopped).toBeGreaterThanOrEqual(first);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(reader.busySeconds()).toBe(stopped);
+      await reader.call('ping');
+      expect(reader.busySeconds()).toBeGreaterThan(stopped);
+    } finally {
+      await reader.close();
+    }
+  });
+
   test('the commit thread runs with a small young generation, the read thread with V8\'s default', async () => {
     await threaded.commitBatch([webhook(owner, Date.now())], []);
     await threaded.listCompanyWebhooks(owner.companyId, { limit: 10 });

@@ -265,6 +265,17 @@ export class Metrics {
       () => [[{}, dispatcher.counts.disabled]],
     );
     gauge('intake_deliveries_in_flight', 'Delivery requests this node is making now.', () => dispatcher.inFlightCount);
+    counter(
+      'intake_thread_busy_seconds_total',
+      "Seconds each of the node's threads has been busy rather than waiting for work, by thread: event_loop (HTTP, authentication, " +
+        "answers, deliveries' requests); on SQLite sqlite_commit (group commits and delivery exchanges, their fsyncs included) and " +
+        "sqlite_read (the API's heavy reads). Its rate is the thread's utilisation: the thread near 1 is what limits the node.",
+      ['thread'],
+      () => [
+        [{ thread: 'event_loop' }, performance.eventLoopUtilization().active / 1000],
+        ...parts.store.threadsBusySeconds().map(({ thread, seconds }): [{ thread: string }, number] => [{ thread }, seconds]),
+      ],
+    );
 
     const backlog = new SharedRead(() => parts.store.deliveryBacklog(Date.now(), DELIVERY_BACKLOG_CAP), STORE_READ_TIMEOUT_MS);
     new Gauge({
@@ -337,7 +348,7 @@ export class Metrics {
 
 /** The parts of the app /metrics reads at each scrape. */
 export interface WatchedParts {
-  store: Pick<Store, 'connectionPool' | 'deliveryBacklog'>;
+  store: Pick<Store, 'connectionPool' | 'deliveryBacklog' | 'threadsBusySeconds'>;
   writer: Pick<GroupCommitWriter, 'queued' | 'bytesQueued' | 'oldestWaitMs' | 'droppedLogs' | 'refusedFull'>;
   admission: Pick<AdmissionGate, 'shedBy'>;
   authFailures: Pick<AuthFailureLimiter, 'unloggedRefusals'>;

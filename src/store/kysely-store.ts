@@ -71,6 +71,7 @@ import {
   type CommitOutcome,
   type Company,
   type ConnectionPoolState,
+  type StoreThreadBusy,
   type Integration,
   type IntegrationRoute,
   type KeyGrant,
@@ -126,6 +127,10 @@ export class KyselyStore implements Store {
 
   connectionPool(): ConnectionPoolState | undefined {
     return undefined;
+  }
+
+  threadsBusySeconds(): StoreThreadBusy[] {
+    return [];
   }
 
   /** Where Kysely keeps its migration table; undefined for a database without schemas. */

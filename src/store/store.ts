@@ -44,6 +44,8 @@ export interface Store {
   close(): Promise<void>;
   /** The connection pool's state now (for /metrics); undefined where there is none (SQLite). */
   connectionPool(): ConnectionPoolState | undefined;
+  /** Seconds each thread of the store's own has been busy (for /metrics): SQLite's commit and read threads; none on PostgreSQL. */
+  threadsBusySeconds(): StoreThreadBusy[];
 
   // Authentication: these find the tenant from a key, so they cannot take one.
   findKeyByHash(keyHash: string): Promise<KeyGrant | undefined>;
@@ -719,6 +721,12 @@ export interface ConnectionPoolState {
   waiting: number;
   /** The most connections the pool opens (INTAKE_DATABASE_POOL_SIZE). */
   max: number;
+}
+
+/** A thread of the store and the seconds it has been busy, as a counter. */
+export interface StoreThreadBusy {
+  thread: 'sqlite_commit' | 'sqlite_read';
+  seconds: number;
 }
 
 export interface PurgeReport {

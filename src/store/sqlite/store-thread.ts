@@ -75,6 +75,10 @@ export class SqliteThread<R extends ThreadRole> {
   private readonly inFlight = new Map<number, InFlight>();
   private idleTimer: NodeJS.Timeout | undefined;
   private readonly idleStopMs: number | undefined;
+  /** Busy milliseconds of the threads that have stopped (the read thread stops when idle). */
+  private busyMsStopped = 0;
+  /** The running thread's busy milliseconds when last read: a thread that has exited reads as never busy. */
+  private busyMsRead = 0;
 
   constructor(
     private readonly path: string,
@@ -87,6 +91,17 @@ export class SqliteThread<R extends ThreadRole> {
   /** Whether the thread is started (a call starts it; IDLE_STOP_MS may stop it). */
   get running(): boolean {
     return this.worker !== undefined;
+  }
+
+  /**
+   * Seconds the thread (every thread this has started, in turn) has been busy: running a
+   * call, or waiting inside one for the disk or a lock, rather than waiting for a call. V8's
+   * event-loop utilisation of the thread. Its rate says how close the thread is to being
+   * what limits the node (/metrics, intake_thread_busy_seconds_total).
+   */
+  busySeconds(): number {
+    if (this.worker) this.busyMsRead = Math.max(this.busyMsRead, this.worker.performance.eventLoopUtilization().active);
+    return (this.busyMsStopped + this.busyMsRead) / 1000;
   }
 
   /** Runs the store's `method` on the thread and resolves with its result. */
@@ -109,7 +124,7 @@ export class SqliteThread<R extends ThreadRole> {
     clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
     const worker = this.worker;
-    this.worker = undefined;
+    if (worker) this.retire(worker);
     await worker?.terminate();
   }
 
@@ -143,15 +158,26 @@ export class SqliteThread<R extends ThreadRole> {
     this.idleTimer = setTimeout(() => {
       this.idleTimer = undefined;
       if (this.worker !== worker || this.inFlight.size > 0) return;
-      this.worker = undefined;
+      this.retire(worker);
       void worker.terminate();
     }, this.idleStopMs);
     this.idleTimer.unref();
   }
 
+  /**
+   * Forgets the current thread and keeps its busy time, read before it is stopped. One that
+   * died has exited and reads as never busy: it keeps what was last read of it, so the
+   * total never falls.
+   */
+  private retire(worker: Worker): void {
+    this.busyMsStopped += Math.max(this.busyMsRead, worker.performance.eventLoopUtilization().active);
+    this.busyMsRead = 0;
+    this.worker = undefined;
+  }
+
   /** The calls on a thread that stopped fail; a thread started since keeps its own. */
   private failAll(worker: Worker, error: Error): void {
-    if (this.worker === worker) this.worker = undefined;
+    if (this.worker === worker) this.retire(worker);
     for (const [id, call] of this.inFlight) {
       if (call.worker !== worker) continue;
       this.inFlight.delete(id);

@@ -47,6 +47,13 @@ export class ThreadedSqliteStore extends KyselyStore {
     await this.commitThread.call('ping');
   }
 
+  override threadsBusySeconds() {
+    return [
+      { thread: 'sqlite_commit' as const, seconds: this.commitThread.busySeconds() },
+      { thread: 'sqlite_read' as const, seconds: this.readThread.busySeconds() },
+    ];
+  }
+
   override async close(): Promise<void> {
     await Promise.all([this.commitThread.close(), this.readThread.close()]);
     await super.close();
