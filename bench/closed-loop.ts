@@ -9,6 +9,11 @@ export interface LoadTarget {
   body: Buffer;
   /** CPU time its server has used so far, in µs (machine-load.ts): the closed loop's rounds report it per request. */
   cpuMicroseconds?: () => number;
+  /**
+   * Seconds each of its server's threads has been busy so far, by thread (the service's
+   * /metrics): the closed loop's rounds report each thread's share of the round.
+   */
+  threadBusySeconds?: () => Promise<Record<string, number>>;
 }
 
 /** One wrk round against one target. Latencies in ms. */
@@ -26,6 +31,11 @@ export interface ClosedLoopRound {
    * move with the speed of the shared machine, so runs of different days compare.
    */
   cpuPerRequestUs: number | null;
+  /**
+   * The share of the round each thread of the target's server was busy, 0 to 1, by thread
+   * (the service: event_loop, and on SQLite sqlite_commit): which one, if any, limited it.
+   */
+  threadsBusy?: Record<string, number>;
 }
 
 export interface ClosedLoopOptions {
@@ -80,9 +90,11 @@ export async function runClosedLoop(
   for (let round = 1; round <= options.rounds; round++) {
     for (const target of alternate(targets, round)) {
       await hooks.beforeFire?.(target, round);
+      const busyBefore = await target.threadBusySeconds?.();
       const cpuBefore = target.cpuMicroseconds?.();
       const result = await wrk.run(target, options.connections, options.seconds);
       const cpuAfter = target.cpuMicroseconds?.();
+      const busyAfter = await target.threadBusySeconds?.();
       const answered = result.answered - result.non2xx;
       const { p50, p99, p99_9 } = result.latencyMs;
       const measured: ClosedLoopRound = {
@@ -95,10 +107,12 @@ export async function runClosedLoop(
         non2xx: result.non2xx,
         errors: result.errors,
         cpuPerRequestUs: cpuBefore === undefined || cpuAfter === undefined || answered === 0 ? null : Math.round((cpuAfter - cpuBefore) / answered),
+        ...(busyBefore && busyAfter && { threadsBusy: sharesOf(busyBefore, busyAfter, result.seconds) }),
       };
       rounds.push(measured);
       const cpu = measured.cpuPerRequestUs === null ? '' : `, ${measured.cpuPerRequestUs} µs of CPU a request`;
-      process.stdout.write(`  closed loop round ${round} ${target.name}: ${measured.requestsPerSecond} req/s${cpu}\n`);
+      const busy = measured.threadsBusy ? `, busy ${describeThreadsBusy(measured.threadsBusy)}` : '';
+      process.stdout.write(`  closed loop round ${round} ${target.name}: ${measured.requestsPerSecond} req/s${cpu}${busy}\n`);
       await hooks.afterFire?.(target, round, measured);
       await sleep(PAUSE_BETWEEN_RUNS_MS);
     }
@@ -137,6 +151,21 @@ export async function runConcurrencyCurve(
   return points;
 }
 
+/** Each thread's busy seconds over the round as a share of it, to 0.01. */
+function sharesOf(before: Record<string, number>, after: Record<string, number>, seconds: number): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(after).map(([thread, busy]) => [thread, Math.round(((busy - (before[thread] ?? 0)) / seconds) * 100) / 100]),
+  );
+}
+
+/** `event_loop 0.71, sqlite_commit 0.83`: the threads that did any work. */
+export function describeThreadsBusy(shares: Record<string, number>): string {
+  return Object.entries(shares)
+    .filter(([, share]) => share > 0)
+    .map(([thread, share]) => `${thread} ${share.toFixed(2)}`)
+    .join(', ');
+}
+
 /** The targets in their order on odd turns, reversed on even ones. */
 function alternate(targets: LoadTarget[], turn: number): LoadTarget[] {
   return turn % 2 === 1 ? targets : [...targets].reverse();
@@ -159,7 +188,14 @@ export function summarize(rounds: ClosedLoopRound[], target: string): Omit<Close
     non2xx: mine.reduce((sum, round) => sum + round.non2xx, 0),
     errors: mine.reduce((sum, round) => sum + round.errors, 0),
     cpuPerRequestUs: mine.some((round) => round.cpuPerRequestUs === null) ? null : median(mine.map((round) => round.cpuPerRequestUs ?? 0)),
+    ...(mine.every((round) => round.threadsBusy) && { threadsBusy: medianShares(mine.map((round) => round.threadsBusy!)) }),
   };
+}
+
+/** Each thread's median share over the rounds. */
+function medianShares(rounds: Array<Record<string, number>>): Record<string, number> {
+  const threads = [...new Set(rounds.flatMap((shares) => Object.keys(shares)))];
+  return Object.fromEntries(threads.map((thread) => [thread, median(rounds.map((shares) => shares[thread] ?? 0))]));
 }
 
 export function median(values: number[]): number {

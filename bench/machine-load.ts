@@ -77,3 +77,19 @@ function postgresPids(): string[] {
     }
   });
 }
+
+/**
+ * Seconds each thread of the service has been busy so far, by thread, from its /metrics
+ * (`intake_thread_busy_seconds_total`): the event loop, and on SQLite the commit thread
+ * (the read thread too once a heavy read started it). Read before and after a load, each
+ * thread's share of it.
+ */
+export async function threadBusySeconds(metricsUrl: string): Promise<Record<string, number>> {
+  const text = await (await fetch(metricsUrl)).text();
+  const busy: Record<string, number> = {};
+  for (const [, thread, seconds] of text.matchAll(/^intake_thread_busy_seconds_total\{thread="(\w+)"\} (\S+)$/gm)) {
+    busy[thread!] = Number(seconds);
+  }
+  if (busy.event_loop === undefined) throw new Error(`no intake_thread_busy_seconds_total in ${metricsUrl}`);
+  return busy;
+}

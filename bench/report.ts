@@ -1,5 +1,5 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
-import type { ClosedLoopRound, CurvePoint, summarize } from './closed-loop.js';
+import { describeThreadsBusy, type ClosedLoopRound, type CurvePoint, type summarize } from './closed-loop.js';
 import type { DrainResult, LagResult } from './delivery.js';
 import type { OpenLoopResult, Percentiles } from './open-loop.js';
 import type { OverloadResult } from './overload.js';
@@ -230,7 +230,26 @@ function cpuRows(results: BenchResults): Row[] {
   const measured = targets.flatMap(([name, summary]) =>
     summary?.cpuPerRequestUs == null ? [] : [`${name} ${int(summary.cpuPerRequestUs)} (${(summary.cpuPerRequestUs / floorCpu).toFixed(2)}x)`],
   );
-  return [{ measure: `closed loop: CPU µs a request (floor ${int(floorCpu)})`, result: measured.join(', '), target: '' }];
+  return [
+    { measure: `closed loop: CPU µs a request (floor ${int(floorCpu)})`, result: measured.join(', '), target: '' },
+    ...threadRows(results),
+  ];
+}
+
+/**
+ * The share of each round the service's threads were busy (medians): a thread near 1 is
+ * what limits the rate; none near 1 and the rate is the latency of the group commit's
+ * pipeline at this many connections, or the machine's shared CPU.
+ */
+function threadRows(results: BenchResults): Row[] {
+  const targets: Array<[string, { threadsBusy?: Record<string, number> } | undefined]> = [
+    ['service', results.closedLoop.service],
+    ['service + destination', results.destinations?.closedLoop],
+  ];
+  // Results written before the service counted its threads' busy time have none.
+  return targets.flatMap(([name, summary]) =>
+    summary?.threadsBusy ? [{ measure: `closed loop: ${name}'s threads busy (share of the round)`, result: describeThreadsBusy(summary.threadsBusy), target: '' }] : [],
+  );
 }
 
 /** Intake beside its deliveries: the cost to intake, whether delivery keeps up, and the lag. */

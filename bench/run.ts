@@ -22,7 +22,7 @@ import { createBenchDatabase, type BenchDatabase } from './bench-database.js';
 import { median, runClosedLoop, runConcurrencyCurve, summarize, type ClosedLoopHooks, type LoadTarget } from './closed-loop.js';
 import { AcceptedLog, BenchDestination, claimsShed, lagOf } from './delivery.js';
 import { loadEventBody, smallEventBody } from './event-body.js';
-import { cpuMicroseconds, loadBetween, sampleLoad } from './machine-load.js';
+import { cpuMicroseconds, loadBetween, sampleLoad, threadBusySeconds } from './machine-load.js';
 import { startOpenLoopProcess } from './open-loop-process.js';
 import { runOverload } from './overload.js';
 import {
@@ -139,6 +139,7 @@ async function main(): Promise<void> {
   // does part of the work for the service and the floor (the baseline stores nothing).
   const withPostgres = store === 'postgres';
   const serviceCpu = () => cpuMicroseconds([service.pid], withPostgres);
+  const serviceThreads = () => threadBusySeconds(`http://127.0.0.1:${service.port}/metrics`);
   const githubTarget: LoadTarget = {
     name: 'github source',
     url: `http://127.0.0.1:${service.port}/api/webhooks/${githubSource.integration_key}`,
@@ -149,6 +150,7 @@ async function main(): Promise<void> {
     },
     body: githubBody,
     cpuMicroseconds: serviceCpu,
+    threadBusySeconds: serviceThreads,
   };
   // Intake with one destination: an integration of another company, since the outbox reads
   // the destinations of the companies in each commit, and the service target's company must
@@ -171,6 +173,7 @@ async function main(): Promise<void> {
     body: body.bytes,
     // Intake and the deliveries made during the round; the receiver's own CPU is not counted.
     cpuMicroseconds: serviceCpu,
+    threadBusySeconds: serviceThreads,
   };
   const serviceTarget: LoadTarget = {
     name: 'service',
@@ -178,6 +181,7 @@ async function main(): Promise<void> {
     headers,
     body: body.bytes,
     cpuMicroseconds: serviceCpu,
+    threadBusySeconds: serviceThreads,
   };
   // The service's path, so that the request line is the same length on every target.
   const floorTarget: LoadTarget = {
