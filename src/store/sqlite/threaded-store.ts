@@ -3,7 +3,7 @@ import type { GroupRowWriter } from '../group-rows.js';
 import { KyselyStore } from '../kysely-store.js';
 import type { DialectTypes } from '../migrations/index.js';
 import type { Database } from '../schema.js';
-import type { Store } from '../store.js';
+import type { Store, StoreThreadBusy } from '../store.js';
 import type { SqliteThread } from './store-thread.js';
 import type { ThreadMethod } from './thread-protocol.js';
 
@@ -47,10 +47,10 @@ export class ThreadedSqliteStore extends KyselyStore {
     await this.commitThread.call('ping');
   }
 
-  override threadsBusySeconds() {
+  override threadsBusySeconds(): StoreThreadBusy[] {
     return [
-      { thread: 'sqlite_commit' as const, seconds: this.commitThread.busySeconds() },
-      { thread: 'sqlite_read' as const, seconds: this.readThread.busySeconds() },
+      { thread: 'sqlite_commit', seconds: this.commitThread.busySeconds() },
+      { thread: 'sqlite_read', seconds: this.readThread.busySeconds() },
     ];
   }
 
