@@ -111,7 +111,8 @@ export async function runClosedLoop(
       };
       rounds.push(measured);
       const cpu = measured.cpuPerRequestUs === null ? '' : `, ${measured.cpuPerRequestUs} µs of CPU a request`;
-      const busy = measured.threadsBusy ? `, busy ${describeThreadsBusy(measured.threadsBusy)}` : '';
+      const busyShares = measured.threadsBusy && describeThreadsBusy(measured.threadsBusy);
+      const busy = busyShares ? `, busy ${busyShares}` : '';
       process.stdout.write(`  closed loop round ${round} ${target.name}: ${measured.requestsPerSecond} req/s${cpu}${busy}\n`);
       await hooks.afterFire?.(target, round, measured);
       await sleep(PAUSE_BETWEEN_RUNS_MS);
