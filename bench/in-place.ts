@@ -17,8 +17,9 @@ import { Wrk } from './wrk.js';
  * database of its own, and the durable floor, loaded in turn by wrk at 64 connections,
  * alternating which goes first, for a few rounds. Each round prints the rate, latencies, CPU
  * a request, the service's threads' busy shares and its peak RSS; the end, each target's
- * medians and its ratio to the floor. Two to three minutes where `npm run bench` takes
- * seven: for deciding whether a change moves the rate, before the whole bench records it.
+ * medians and its ratio to the floor. 102 s for one build (about 50 s more for each other
+ * build), where `npm run bench` takes seven minutes: for deciding whether a change moves
+ * the rate, before the whole bench records it.
  * Nothing is written to bench/results.
  */
 
@@ -42,8 +43,8 @@ const workDir = await mkdtemp(join(tmpdir(), 'intake-in-place-'));
 const databases: BenchDatabase[] = [];
 const servers: ServerProcess[] = [];
 try {
-  const targets: LoadTarget[] = [];
-  const pidOf = new Map<string, number>();
+  // Each with its server's process, whose peak RSS the summary reports.
+  const targets: Array<LoadTarget & { pid: number }> = [];
   for (const [index, serviceRoot] of serviceRoots.entries()) {
     const database = await createBenchDatabase(store, workDir, `service${index}`);
     databases.push(database);
@@ -51,10 +52,9 @@ try {
     servers.push(service);
     const company = await runCli(serviceRoot, database.url, ['company', 'create', '--name', 'in place']);
     const integration = await runCli(serviceRoot, database.url, ['integration', 'create', '--company', String(company.id), '--name', 'in place']);
-    const name = serviceRoots.length === 1 ? 'service' : `service ${index} (${serviceRoot})`;
-    pidOf.set(name, service.pid);
     targets.push({
-      name,
+      name: serviceRoots.length === 1 ? 'service' : `service ${index} (${serviceRoot})`,
+      pid: service.pid,
       url: `http://127.0.0.1:${service.port}/api/webhooks/${integration.integration_key}`,
       headers: { 'content-type': 'application/json', 'x-api-key': String(integration.api_key) },
       body: body.bytes,
@@ -67,9 +67,9 @@ try {
   databases.push(floorDatabase);
   const floor = await startServer(`${root}/dist-bench/floor.js`, { FLOOR_DATABASE_URL: floorDatabase.url }, `${workDir}/floor.log`, '/', true);
   servers.push(floor);
-  pidOf.set('floor', floor.pid);
   targets.push({
     name: 'floor',
+    pid: floor.pid,
     url: `http://127.0.0.1:${floor.port}/api/webhooks/in-place`,
     headers: { 'content-type': 'application/json' },
     body: body.bytes,
@@ -91,7 +91,7 @@ try {
     process.stdout.write(
       `${target.name}: median of ${rates.length} rounds ${Math.round(summary.requestsPerSecond)} req/s (${(summary.requestsPerSecond / floorRate).toFixed(2)} of the floor; ` +
         `rounds ${Math.min(...rates)}-${Math.max(...rates)}), p50 ${summary.p50.toFixed(1)} ms, p99 ${summary.p99.toFixed(1)} ms, ` +
-        `${summary.cpuPerRequestUs} µs of CPU a request, peak RSS since start ${peakRssMb(pidOf.get(target.name)!)} MB\n`,
+        `${summary.cpuPerRequestUs} µs of CPU a request, peak RSS since start ${peakRssMb(target.pid)} MB\n`,
     );
   }
 } finally {

@@ -11,6 +11,7 @@ import { openSqliteStore } from '../src/store/sqlite/open-sqlite.js';
 import { COMMIT_THREAD_YOUNG_GENERATION_MB, SqliteThread } from '../src/store/sqlite/store-thread.js';
 import type { Store } from '../src/store/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { sleep } from './support/processes.js';
 import { DAY_MS, createTenant, webhook, type Owner } from './support/webhooks.js';
 
 // The server commits SQLite batches on a worker thread and runs the API's heavy reads on
@@ -111,7 +112,7 @@ describe('SQLite commit thread', () => {
     other.prepare('insert into auth_changes (changed_at) values (?)').run(Date.now());
     const keyed = [0, 1].map((n) => webhook(owner, Date.now(), { idempotencyKey: `evt_${n}` }));
     const committing = threaded.commitBatch(keyed, []);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sleep(200);
     other.exec('commit');
     other.close();
 
@@ -208,7 +209,6 @@ describe('SQLite commit thread', () => {
   test('an idle read thread stops, and the next read starts another; a call in time keeps it', async () => {
     const path = database.databaseUrl.slice('sqlite:'.length);
     const reader = new SqliteThread(path, 'read', { idleStopMs: 150 });
-    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
     try {
       await reader.call('ping');
       const first = (reader as unknown as { worker: Worker }).worker;
@@ -243,7 +243,7 @@ describe('SQLite commit thread', () => {
     const other = new Database(database.databaseUrl.slice('sqlite:'.length));
     other.exec('begin immediate');
     const committing = threaded.commitBatch([webhook(owner, Date.now())], []);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     other.exec('commit');
     other.close();
     await committing;
@@ -267,12 +267,12 @@ describe('SQLite commit thread', () => {
       await reader.call('listCompanyWebhooks', owner.companyId, { limit: 10 });
       const first = reader.busySeconds();
       expect(first).toBeGreaterThan(0);
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await sleep(300);
       expect(reader.running).toBe(false);
       // Read as it stopped: what it did after the first reading (answering, turning) counts too.
       const stopped = reader.busySeconds();
       expect(stopped).toBeGreaterThanOrEqual(first);
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
       expect(reader.busySeconds()).toBe(stopped);
       await reader.call('ping');
       expect(reader.busySeconds()).toBeGreaterThan(stopped);

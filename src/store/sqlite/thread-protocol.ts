@@ -26,9 +26,10 @@ export const THREAD_METHODS = {
    * The reads whose cost grows with what they read: webhooks (bodies), the request log,
    * usage, the audit log, key callers and counts. Sign-in, sessions and key lookups stay on
    * the event loop: they are one indexed row each, and intake waits on them. So does the
-   * delivery backlog that /metrics reads: bounded (10,000 index entries at most, under 1 ms),
-   * and read at every scrape, which here would start the read thread and keep it running
-   * (20 MB or more of RSS) for as long as Prometheus scrapes, every 15 to 60 s.
+   * delivery backlog that /metrics reads: it is bounded (10,000 index entries at most: 0.4
+   * ms at the median, 2.5 ms at worst in 50 reads at that bound), and it is read at every
+   * scrape, which here would start the read thread and keep it running (20 MB or more of
+   * RSS) for as long as Prometheus scrapes, every 15 to 60 s.
    */
   read: [
     // The bodies of claimed deliveries this node does not hold in memory: committed before
