@@ -1,6 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
+import type { ClosedLoopHooks, LoadTarget } from './closed-loop.js';
 import { percentiles, type Percentiles } from './open-loop.js';
+import type { Receiver } from './receiver.js';
 import { SECRETS_ENV, sleep } from './processes.js';
 
 /*
@@ -135,6 +137,18 @@ export class BenchDestination {
   }
 }
 
+/** One closed-loop round on the destination's integration, as the receiver and the outbox saw it. */
+export interface DeliveryRound extends DrainResult {
+  round: number;
+  /** Intake's 2xx per second in the round. */
+  acceptedPerSecond: number;
+  /** Requests per second the receiver got while the load lasted. */
+  deliveredPerSecond: number;
+  deliveredToAccepted: number;
+  /** Claims the delivery worker skipped during the load because intake was near a bound. */
+  claimsShed: number;
+}
+
 export interface DrainResult {
   pendingAtStop: number;
   /** Null when the backlog was not zero after the wait. */
@@ -228,4 +242,51 @@ export function lagOf(accepted: AcceptedLog, arrivals: { ids: string[]; arrivedA
 
 function round2(value: number): number {
   return Math.round(value * 100) / 100;
+}
+
+/**
+ * Around each load on the destination's integration: how many requests the receiver saw
+ * while it lasted, then the outbox's backlog when it stopped and the wait until it is empty
+ * (so the next target is measured without deliveries still running beside it).
+ */
+export function measureDeliveries(
+  target: LoadTarget,
+  servicePort: number,
+  receiver: Receiver,
+  destination: BenchDestination,
+  into: DeliveryRound[],
+  drainMaxMs: number,
+): ClosedLoopHooks {
+  let countBefore = 0;
+  let shedBefore = 0;
+  let startedAt = 0;
+  return {
+    async beforeFire(fired) {
+      if (fired !== target) return;
+      countBefore = receiver.count();
+      shedBefore = await claimsShed(servicePort);
+      startedAt = performance.now();
+    },
+    async afterFire(fired, round, result) {
+      if (fired !== target) return;
+      const seconds = (performance.now() - startedAt) / 1000;
+      const deliveredPerSecond = (receiver.count() - countBefore) / seconds;
+      const shed = (await claimsShed(servicePort)) - shedBefore;
+      const drain = await destination.drain(drainMaxMs);
+      const drained =
+        drain.drainedSeconds === null ? `${drain.left} left after ${drainMaxMs / 1000} s, cancelled` : `empty after ${drain.drainedSeconds} s`;
+      process.stdout.write(
+        `    receiver ${Math.round(deliveredPerSecond)}/s, claims shed ${shed}; ${drain.pendingAtStop} pending at the stop, ${drained}\n`,
+      );
+      if (result === null) return;
+      into.push({
+        round,
+        acceptedPerSecond: result.requestsPerSecond,
+        deliveredPerSecond: Math.round(deliveredPerSecond),
+        deliveredToAccepted: Math.round((deliveredPerSecond / Math.max(1, result.requestsPerSecond)) * 100) / 100,
+        claimsShed: shed,
+        ...drain,
+      });
+    },
+  };
 }

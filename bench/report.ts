@@ -1,22 +1,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { describeThreadsBusy, type ClosedLoopRound, type CurvePoint, type summarize } from './closed-loop.js';
-import type { DrainResult, LagResult } from './delivery.js';
+import type { DeliveryRound, DrainResult, LagResult } from './delivery.js';
 import type { OpenLoopResult, Percentiles } from './open-loop.js';
 import type { OverloadResult } from './overload.js';
 
 type Summary = ReturnType<typeof summarize>;
-
-/** One closed-loop round on the destination's integration, as the receiver and the outbox saw it. */
-export interface DeliveryRound extends DrainResult {
-  round: number;
-  /** Intake's 2xx per second in the round. */
-  acceptedPerSecond: number;
-  /** Requests per second the receiver got while the load lasted. */
-  deliveredPerSecond: number;
-  deliveredToAccepted: number;
-  /** Claims the delivery worker skipped during the load because intake was near a bound. */
-  claimsShed: number;
-}
 
 /** Everything one run measured; written as JSON beside the others in bench/results/. */
 export interface BenchResults {
@@ -159,6 +147,7 @@ export function rows(results: BenchResults): Row[] {
     },
     { measure: 'open loop: answers', result: statuses(openLoop), target: '' },
     { measure: 'open loop: generator lag p99', result: `${openLoop.generatorLagMs.p99} ms`, target: '' },
+    warmupRow('open loop', openLoop),
     {
       measure: `overload @ ${int(overload.ratePerSecond)}/s (2x): answers`,
       result: statuses(overload),
@@ -252,6 +241,18 @@ function threadRows(results: BenchResults): Row[] {
   );
 }
 
+/**
+ * The open loop's first seconds, left out of its figures (open-loop.ts: the generator
+ * starting): shown, so that the start's tail stays in sight.
+ */
+function warmupRow(name: string, { warmup }: OpenLoopResult): Row {
+  return {
+    measure: `${name}: its ${int(warmup.scheduled)} warm-up requests, p50/p99/p99.9 (not in the lines above)`,
+    result: warmup.scheduled > 0 ? latencies(warmup.latencyMs) : 'none',
+    target: '',
+  };
+}
+
 /** Intake beside its deliveries: the cost to intake, whether delivery keeps up, and the lag. */
 function destinationRows(results: BenchResults): Row[] {
   const destinations = results.destinations;
@@ -297,6 +298,7 @@ function destinationRows(results: BenchResults): Row[] {
       target: '',
     },
     { measure: 'open loop + destination: answers', result: statuses(lagLoad), target: '' },
+    warmupRow('open loop + destination', lagLoad),
     {
       measure: 'lag 202 -> first attempt p50/p99/p99.9',
       result: latencies(lag.lagMs),

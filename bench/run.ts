@@ -15,15 +15,14 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createBenchDatabase, type BenchDatabase } from './bench-database.js';
-import { median, runClosedLoop, runConcurrencyCurve, summarize, type ClosedLoopHooks, type LoadTarget } from './closed-loop.js';
-import { AcceptedLog, BenchDestination, claimsShed, lagOf } from './delivery.js';
+import { median, runClosedLoop, runConcurrencyCurve, summarize, type LoadTarget } from './closed-loop.js';
+import { AcceptedLog, BenchDestination, claimsShed, lagOf, measureDeliveries, type DeliveryRound } from './delivery.js';
 import { loadEventBody, smallEventBody } from './event-body.js';
 import { cpuMicroseconds, loadBetween, sampleLoad, threadBusySeconds } from './machine-load.js';
-import { startOpenLoopProcess } from './open-loop-process.js';
+import { describeOpenLoop, startOpenLoopProcess } from './open-loop-process.js';
 import { runOverload } from './overload.js';
 import {
   machineBusyPercent,
@@ -36,7 +35,7 @@ import {
   type ServerProcess,
 } from './processes.js';
 import { Receiver } from './receiver.js';
-import { formatTable, overloadShares, writeResults, type BenchResults, type DeliveryRound } from './report.js';
+import { formatTable, overloadShares, writeResults, type BenchResults } from './report.js';
 import { Wrk } from './wrk.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
@@ -82,6 +81,8 @@ const OVERLOAD_CONNECTIONS = 10_000;
 // its deliveries to be made (what is left is then cancelled), so that the next load starts
 // on an empty outbox and no deliveries run beside another target's measurement.
 const DRAIN_MAX_MS = 15_000;
+/** The open loops' first seconds, measured apart (open-loop.ts): the generator starting. */
+const OPEN_LOOP_WARMUP_SECONDS = 2;
 const destinationMaxInFlight = Number(args['max-in-flight']);
 const fixedLagRate = args['lag-rate'] === undefined ? undefined : Number(args['lag-rate']);
 if (fixedLagRate !== undefined && !(fixedLagRate > 0)) throw new Error(`--lag-rate is a rate per second, not ${args['lag-rate']}`);
@@ -202,7 +203,7 @@ async function main(): Promise<void> {
 
   for (const server of [service, floor, baseline]) resetPeakRss(server.pid);
   const deliveryRounds: DeliveryRound[] = [];
-  const deliveryHooks = measureDeliveries(destinationTarget, service.port, receiver, benchDestination, deliveryRounds);
+  const deliveryHooks = measureDeliveries(destinationTarget, service.port, receiver, benchDestination, deliveryRounds, DRAIN_MAX_MS);
   const closedLoopTargets = [floorTarget, serviceTarget, destinationTarget, baselineTarget, githubTarget];
   const rounds = await runClosedLoop(wrk, closedLoopTargets, settings, deliveryHooks);
   const servicePeakRssMb = peakRssMb(service.pid);
@@ -221,25 +222,30 @@ async function main(): Promise<void> {
   const curve = await runConcurrencyCurve(wrk, [floorTarget, serviceTarget], settings.curveConnections, settings.curveSeconds);
 
   await sleep(2_000);
-  process.stdout.write(`  open loop at ${Math.round(maxRate / 2)}/s for ${settings.seconds * 2} s\n`);
+  process.stdout.write(`  open loop at ${Math.round(maxRate / 2)}/s for ${settings.seconds * 2} s after ${OPEN_LOOP_WARMUP_SECONDS} s of warm-up\n`);
   const openLoop = await startOpenLoopProcess(serviceTarget, {
     ratePerSecond: maxRate / 2,
     seconds: settings.seconds * 2,
+    warmupSeconds: OPEN_LOOP_WARMUP_SECONDS,
     maxConnections: 256,
     timeoutMs: SENDER_TIMEOUT_MS,
   }).finished;
+  process.stdout.write(`    ${describeOpenLoop(openLoop)}\n`);
 
   await sleep(2_000);
   const lagRate = fixedLagRate ?? maxRate / 2;
-  process.stdout.write(`  open loop at ${Math.round(lagRate)}/s for ${settings.seconds * 2} s to the destination's integration\n`);
+  process.stdout.write(
+    `  open loop at ${Math.round(lagRate)}/s for ${settings.seconds * 2} s after ${OPEN_LOOP_WARMUP_SECONDS} s of warm-up to the destination's integration\n`,
+  );
   const accepted = new AcceptedLog();
   const arrivalsFrom = receiver.count();
   const shedBeforeLag = await claimsShed(service.port);
   const lagLoad = await startOpenLoopProcess(
     destinationTarget,
-    { ratePerSecond: lagRate, seconds: settings.seconds * 2, maxConnections: 256, timeoutMs: SENDER_TIMEOUT_MS },
+    { ratePerSecond: lagRate, seconds: settings.seconds * 2, warmupSeconds: OPEN_LOOP_WARMUP_SECONDS, maxConnections: 256, timeoutMs: SENDER_TIMEOUT_MS },
     accepted,
   ).finished;
+  process.stdout.write(`    ${describeOpenLoop(lagLoad)}\n`);
   const lagClaimsShed = (await claimsShed(service.port)) - shedBeforeLag;
   const lagDrain = await benchDestination.drain(DRAIN_MAX_MS);
   const lag = lagOf(accepted, receiver.arrivals(arrivalsFrom));
@@ -311,52 +317,6 @@ async function main(): Promise<void> {
   };
   const path = writeResults(root, results, args.label);
   process.stdout.write(`\n${formatTable(results)}\n\nwritten to ${path}\n`);
-}
-
-/**
- * Around each load on the destination's integration: how many requests the receiver saw
- * while it lasted, then the outbox's backlog when it stopped and the wait until it is empty
- * (so the next target is measured without deliveries still running beside it).
- */
-function measureDeliveries(
-  target: LoadTarget,
-  servicePort: number,
-  receiver: Receiver,
-  destination: BenchDestination,
-  into: DeliveryRound[],
-): ClosedLoopHooks {
-  let countBefore = 0;
-  let shedBefore = 0;
-  let startedAt = 0;
-  return {
-    async beforeFire(fired) {
-      if (fired !== target) return;
-      countBefore = receiver.count();
-      shedBefore = await claimsShed(servicePort);
-      startedAt = performance.now();
-    },
-    async afterFire(fired, round, result) {
-      if (fired !== target) return;
-      const seconds = (performance.now() - startedAt) / 1000;
-      const deliveredPerSecond = (receiver.count() - countBefore) / seconds;
-      const shed = (await claimsShed(servicePort)) - shedBefore;
-      const drain = await destination.drain(DRAIN_MAX_MS);
-      const drained =
-        drain.drainedSeconds === null ? `${drain.left} left after ${DRAIN_MAX_MS / 1000} s, cancelled` : `empty after ${drain.drainedSeconds} s`;
-      process.stdout.write(
-        `    receiver ${Math.round(deliveredPerSecond)}/s, claims shed ${shed}; ${drain.pendingAtStop} pending at the stop, ${drained}\n`,
-      );
-      if (result === null) return;
-      into.push({
-        round,
-        acceptedPerSecond: result.requestsPerSecond,
-        deliveredPerSecond: Math.round(deliveredPerSecond),
-        deliveredToAccepted: Math.round((deliveredPerSecond / Math.max(1, result.requestsPerSecond)) * 100) / 100,
-        claimsShed: shed,
-        ...drain,
-      });
-    },
-  };
 }
 
 main()
