@@ -15,10 +15,12 @@ export interface OpenLoopOptions {
   timeoutMs: number;
   /**
    * Seconds sent at the same rate before `seconds`, measured apart (`warmup`), as wrk2 does
-   * with its calibration: the generator starts as a fresh process and opens its connections
-   * then. On a quiet machine at 5,000 a second the service's first second had a p99 of
-   * 117-198 ms and the floor's 15-17, against 6-13 ms for both in every later second, so
-   * the start alone decided a 20 s run's p99 (docs/performance.md). Default 0.
+   * with its calibration: the generator starts as a fresh process, and while its code runs
+   * cold it takes CPU from the two cores the server has. On a quiet machine at 5,000 a
+   * second the service's first second had a p99 of 117-239 ms and the floor's 15-17,
+   * against 6-13 ms for both in every later second, so the start alone decided a 20 s
+   * run's p99; with the generator's code warm, bursts from new connections had none of it
+   * (docs/performance.md, 2026-11-28, later). Default 0.
    */
   warmupSeconds?: number;
   /** Hears each whole answer of the measured seconds as it ends (its status and body), for checks of its own. */
