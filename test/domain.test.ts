@@ -5,7 +5,7 @@ import { afterEach, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { hashApiKey, hashIfWellFormed, hashesEqual, issueApiKey } from '../src/domain/api-key.js';
 import { decodeCursor, encodeCursor } from '../src/domain/cursor.js';
-import { isId, newId, newIntegrationKey, newTimeOrderedId, newWebhookUuid, randomBase62, toBase62 } from '../src/domain/ids.js';
+import { isId, newId, newIntegrationKey, newSequencedId, newTimeOrderedId, newWebhookUuid, randomBase62, toBase62 } from '../src/domain/ids.js';
 import { decoyPasswordHash, hashPassword, verifyPassword } from '../src/domain/password.js';
 import { isJsonContentType, MAX_NESTING_DEPTH, nestingDepth, parseWebhookBody } from '../src/domain/webhook-body.js';
 import { AppError, type ErrorCode } from '../src/errors.js';
@@ -170,6 +170,41 @@ describe('ids', () => {
     expect(earlier < later).toBe(true);
     expect(newTimeOrderedId('req', at).slice(0, 12)).toBe(earlier.slice(0, 12));
     expect(newTimeOrderedId('req', at)).not.toBe(earlier);
+  });
+
+  test('sequenced ids sort in the order they were made, also within one millisecond', () => {
+    const at = Date.UTC(2026, 10, 28);
+    const sameMs = Array.from({ length: 1000 }, () => newSequencedId('aud', at));
+    expect(sameMs.every((id) => isId('aud', id))).toBe(true);
+    expect(new Set(sameMs).size).toBe(sameMs.length);
+    expect([...sameMs].sort()).toEqual(sameMs);
+    // A later millisecond sorts after, its count starting again.
+    const later = newSequencedId('aud', at + 1);
+    expect(later > sameMs.at(-1)!).toBe(true);
+    expect(later.slice(12, 16)).toBe('0000');
+  });
+
+  test('the audit log lists changes made in one millisecond newest first, in the order they were made', async () => {
+    const fresh = await freshStore();
+    try {
+      const { companyId } = await seedKey(fresh.store);
+      const at = Date.now();
+      const names = Array.from({ length: 30 }, (_, i) => `Name ${i}`);
+      for (const name of names) {
+        await fresh.store.updateCompany(companyId, { name }, {
+          actor: { type: 'cli', id: 'test', ip: null },
+          action: 'company.update',
+          targetType: 'company',
+          targetId: companyId,
+          after: { name },
+          at,
+        });
+      }
+      const listed = await fresh.store.listAuditLog(companyId, { action: 'company.update', limit: 100 });
+      expect(listed.map((record) => (record.after as { name: string }).name)).toEqual([...names].reverse());
+    } finally {
+      await fresh.cleanup();
+    }
   });
 
   test('webhook uuids are v7 and time ordered', () => {

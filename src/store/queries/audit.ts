@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { newId } from '../../domain/ids.js';
+import { newSequencedId } from '../../domain/ids.js';
 import type { Database } from '../schema.js';
 import type { AuditEvent, AuditQuery, AuditRecord } from '../store.js';
 
@@ -9,7 +9,7 @@ export async function insertAudit(db: Kysely<Database>, companyId: string, event
   await db
     .insertInto('audit_log')
     .values({
-      id: newId('aud'),
+      id: newSequencedId('aud', event.at),
       company_id: companyId,
       at: event.at,
       actor_type: event.actor.type,
