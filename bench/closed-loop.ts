@@ -168,7 +168,7 @@ export function describeThreadsBusy(shares: Record<string, number>): string {
 }
 
 /** The targets in their order on odd turns, reversed on even ones. */
-function alternate(targets: LoadTarget[], turn: number): LoadTarget[] {
+export function alternate<T>(targets: readonly T[], turn: number): readonly T[] {
   return turn % 2 === 1 ? targets : [...targets].reverse();
 }
 

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import type { ClosedLoopHooks, LoadTarget } from './closed-loop.js';
-import { percentiles, type Percentiles } from './open-loop.js';
+import { percentiles, type OpenLoopResult, type Percentiles } from './open-loop.js';
 import type { Receiver } from './receiver.js';
 import { SECRETS_ENV, sleep } from './processes.js';
 
@@ -28,6 +28,12 @@ interface DistStore {
 /** What a destination is made of, as the store takes it. */
 type NewDestination = Record<string, unknown> & { id: string };
 
+/**
+ * How long the backlog may take to empty after a load before what is left is cancelled, so
+ * that the next load starts on an empty outbox and no deliveries run beside another
+ * target's measurement.
+ */
+export const DRAIN_MAX_MS = 15_000;
 /** How often the backlog is read while waiting for it to drain. */
 const DRAIN_POLL_MS = 100;
 /** Deliveries of a deleted destination cancelled per transaction. */
@@ -255,7 +261,6 @@ export function measureDeliveries(
   receiver: Receiver,
   destination: BenchDestination,
   into: DeliveryRound[],
-  drainMaxMs: number,
 ): ClosedLoopHooks {
   let countBefore = 0;
   let shedBefore = 0;
@@ -272,9 +277,9 @@ export function measureDeliveries(
       const seconds = (performance.now() - startedAt) / 1000;
       const deliveredPerSecond = (receiver.count() - countBefore) / seconds;
       const shed = (await claimsShed(servicePort)) - shedBefore;
-      const drain = await destination.drain(drainMaxMs);
+      const drain = await destination.drain(DRAIN_MAX_MS);
       const drained =
-        drain.drainedSeconds === null ? `${drain.left} left after ${drainMaxMs / 1000} s, cancelled` : `empty after ${drain.drainedSeconds} s`;
+        drain.drainedSeconds === null ? `${drain.left} left after ${DRAIN_MAX_MS / 1000} s, cancelled` : `empty after ${drain.drainedSeconds} s`;
       process.stdout.write(
         `    receiver ${Math.round(deliveredPerSecond)}/s, claims shed ${shed}; ${drain.pendingAtStop} pending at the stop, ${drained}\n`,
       );
@@ -289,4 +294,29 @@ export function measureDeliveries(
       });
     },
   };
+}
+
+/**
+ * The lag phase: `load` runs an open loop on the destination's integration, keeping its
+ * 202s in the log it is given; then the backlog is drained and each accepted webhook's 202
+ * is set against its first arrival at the receiver.
+ */
+export async function measureLag(
+  receiver: Receiver,
+  destination: BenchDestination,
+  load: (accepted: AcceptedLog) => Promise<OpenLoopResult>,
+): Promise<{ load: OpenLoopResult; drain: DrainResult; lag: LagResult }> {
+  const accepted = new AcceptedLog();
+  const arrivalsFrom = receiver.count();
+  const loaded = await load(accepted);
+  const drain = await destination.drain(DRAIN_MAX_MS);
+  return { load: loaded, drain, lag: lagOf(accepted, receiver.arrivals(arrivalsFrom)) };
+}
+
+/** A lag phase in a line: delivered, duplicates, percentiles and the p99 by second. */
+export function describeLag(lag: LagResult): string {
+  return (
+    `${lag.delivered} of ${lag.accepted} delivered (${lag.duplicates} twice), lag p50 ${lag.lagMs.p50} ms, p99 ${lag.lagMs.p99} ms; ` +
+    `p99 by second ${lag.bySecond.map((second) => Math.round(second.p99)).join(' ')} ms`
+  );
 }

@@ -5,11 +5,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createBenchDatabase, type BenchDatabase } from './bench-database.js';
-import { runClosedLoop, summarize, type ClosedLoopHooks, type LoadTarget } from './closed-loop.js';
-import { AcceptedLog, BenchDestination, lagOf, measureDeliveries, type DeliveryRound } from './delivery.js';
+import { alternate, runClosedLoop, summarize, type ClosedLoopHooks, type LoadTarget } from './closed-loop.js';
+import { BenchDestination, describeLag, measureDeliveries, measureLag, type DeliveryRound } from './delivery.js';
 import { loadEventBody, smallEventBody } from './event-body.js';
 import { cpuMicroseconds, threadBusySeconds } from './machine-load.js';
-import { describeOpenLoop, startOpenLoopProcess } from './open-loop-process.js';
+import { describeOpenLoop, OPEN_LOOP_WARMUP_SECONDS } from './open-loop.js';
+import { startOpenLoopProcess, type OpenLoopProcessOptions } from './open-loop-process.js';
 import { peakRssMb, runCli, sleep, startServer, stopServer, type ServerProcess } from './processes.js';
 import { Receiver } from './receiver.js';
 import { Wrk } from './wrk.js';
@@ -53,15 +54,19 @@ const { values: args } = parseArgs({
     'open-rounds': { type: 'string', default: '0' },
   },
 });
-/** The open loops' first seconds, measured apart (open-loop.ts: the generator starting). */
-const OPEN_LOOP_WARMUP_SECONDS = 2;
-/** How long the backlog may take to empty after a load before it is cancelled. */
-const DRAIN_MAX_MS = 15_000;
 const root = fileURLToPath(new URL('..', import.meta.url));
 const serviceRoots = args['service-root'] ?? [root];
 const store = args.postgres ? 'postgres' : 'sqlite';
 if (args.body !== 'push' && args.body !== 'small') throw new Error(`--body is push or small, not ${args.body}`);
 const body = args.body === 'small' ? smallEventBody() : loadEventBody();
+
+/** A build's destination target: the destination, what its closed-loop rounds delivered, and the hooks that measure them. */
+interface Delivering {
+  target: LoadTarget;
+  destination: BenchDestination;
+  rounds: DeliveryRound[];
+  hooks: ClosedLoopHooks;
+}
 
 const workDir = await mkdtemp(join(tmpdir(), 'intake-in-place-'));
 const databases: BenchDatabase[] = [];
@@ -73,8 +78,8 @@ try {
   if (receiver) servers.push(receiver.server);
   // Each with its server's process, whose peak RSS the summary reports.
   const targets: Array<LoadTarget & { pid: number }> = [];
-  /** Each build's destination target, with what its rounds delivered. */
-  const delivering: Array<{ target: LoadTarget; destination: BenchDestination; port: number; rounds: DeliveryRound[] }> = [];
+  /** Each build's plain target and, with --destination, its destination target with what its rounds delivered. */
+  const builds: Array<{ plain: LoadTarget; delivering?: Delivering }> = [];
   for (const [index, serviceRoot] of serviceRoots.entries()) {
     const database = await createBenchDatabase(store, workDir, `service${index}`);
     databases.push(database);
@@ -82,14 +87,13 @@ try {
     const service = await startServer(`${serviceRoot}/dist/main.js`, env, `${workDir}/service${index}.log`, '/readyz');
     servers.push(service);
     const name = serviceRoots.length === 1 ? 'service' : `service ${index} (${serviceRoot})`;
-    const target = async (companyName: string): Promise<LoadTarget & { pid: number; companyId: string; integrationId: string }> => {
-      const company = await runCli(serviceRoot, database.url, ['company', 'create', '--name', companyName]);
-      const integration = await runCli(serviceRoot, database.url, ['integration', 'create', '--company', String(company.id), '--name', companyName]);
-      return {
-        name,
+    /** A company with one integration, and the target that sends to it. */
+    const companyTarget = async (targetName: string) => {
+      const company = await runCli(serviceRoot, database.url, ['company', 'create', '--name', targetName]);
+      const integration = await runCli(serviceRoot, database.url, ['integration', 'create', '--company', String(company.id), '--name', targetName]);
+      const target: LoadTarget & { pid: number } = {
+        name: targetName,
         pid: service.pid,
-        companyId: String(company.id),
-        integrationId: String(integration.id),
         url: `http://127.0.0.1:${service.port}/api/webhooks/${integration.integration_key}`,
         headers: { 'content-type': 'application/json', 'x-api-key': String(integration.api_key) },
         body: body.bytes,
@@ -97,22 +101,26 @@ try {
         // Builds before the metric have none: their rounds then show no shares.
         threadBusySeconds: () => threadBusySeconds(`http://127.0.0.1:${service.port}/metrics`).catch(() => ({})),
       };
+      targets.push(target);
+      return { target, companyId: String(company.id), integrationId: String(integration.id) };
     };
-    targets.push(await target('in place'));
-    if (receiver) {
-      // Another company, since the outbox reads the destinations of the companies in each
-      // commit: the plain target's must have none.
-      const withDestination = { ...(await target('in place, delivering')), name: `${name} + destination` };
-      const destination = await BenchDestination.create(serviceRoot, database.url, {
-        companyId: withDestination.companyId,
-        integrationId: withDestination.integrationId,
-        url: `http://127.0.0.1:${receiver.server.port}/`,
-        maxInFlight: Number(args['max-in-flight']),
-      });
-      destinations.push(destination);
-      targets.push(withDestination);
-      delivering.push({ target: withDestination, destination, port: service.port, rounds: [] });
+    const { target: plain } = await companyTarget(name);
+    if (!receiver) {
+      builds.push({ plain });
+      continue;
     }
+    // Another company, since the outbox reads the destinations of the companies in each
+    // commit: the plain target's must have none.
+    const { target, companyId, integrationId } = await companyTarget(`${name} + destination`);
+    const destination = await BenchDestination.create(serviceRoot, database.url, {
+      companyId,
+      integrationId,
+      url: `http://127.0.0.1:${receiver.server.port}/`,
+      maxInFlight: Number(args['max-in-flight']),
+    });
+    destinations.push(destination);
+    const rounds: DeliveryRound[] = [];
+    builds.push({ plain, delivering: { target, destination, rounds, hooks: measureDeliveries(target, service.port, receiver, destination, rounds) } });
   }
   const floorDatabase = await createBenchDatabase(store, workDir, 'floor');
   databases.push(floorDatabase);
@@ -129,9 +137,8 @@ try {
 
   process.stdout.write(`in place on ${store}, ${body.bytes.length} B ${body.event} event, ${args.connections} connections\n`);
   const wrk = await Wrk.prepare(workDir, 10);
-  const hooks = receiver
-    ? delivering.map(({ target, destination, port, rounds }) => measureDeliveries(target, port, receiver, destination, rounds, DRAIN_MAX_MS))
-    : [];
+  const delivering = builds.flatMap((build) => (build.delivering ? [build.delivering] : []));
+  const hooks = delivering.map((each) => each.hooks);
   const everyHook: ClosedLoopHooks = {
     beforeFire: async (target, round) => {
       for (const hook of hooks) await hook.beforeFire?.(target, round);
@@ -152,45 +159,34 @@ try {
         `${summary.cpuPerRequestUs} µs of CPU a request, peak RSS since start ${peakRssMb(target.pid)} MB\n`,
     );
   }
-  const lagRate = args['lag-rate'] === undefined ? summarize(rounds, targets[0]?.name ?? '').requestsPerSecond / 2 : Number(args['lag-rate']);
-  for (const { target, rounds: deliveryRounds } of delivering) {
-    const plain = summarize(rounds, target.name.replace(/ \+ destination$/, '')).requestsPerSecond;
-    const withDestination = summarize(rounds, target.name).requestsPerSecond;
-    const delivered = deliveryRounds.map((round) => round.deliveredToAccepted).sort((a, b) => a - b);
-    process.stdout.write(
-      `${target.name}: ${(withDestination / plain).toFixed(2)} of the service without one; delivered / accepted in its rounds ${delivered.join(', ')}\n`,
-    );
+  const lagRate = args['lag-rate'] === undefined ? summarize(rounds, builds[0]?.plain.name ?? '').requestsPerSecond / 2 : Number(args['lag-rate']);
+  for (const { plain, delivering: each } of builds) {
+    if (!each) continue;
+    const delivered = each.rounds.map((round) => round.deliveredToAccepted).sort((a, b) => a - b);
+    const ratio = summarize(rounds, each.target.name).requestsPerSecond / summarize(rounds, plain.name).requestsPerSecond;
+    process.stdout.write(`${each.target.name}: ${ratio.toFixed(2)} of the service without one; delivered / accepted in its rounds ${delivered.join(', ')}\n`);
   }
-  const plainTargets = targets.filter((target) => target.name !== 'floor' && !target.name.endsWith(' + destination'));
+  const openLoop: OpenLoopProcessOptions = {
+    ratePerSecond: lagRate,
+    seconds: Number(args['lag-seconds']),
+    warmupSeconds: OPEN_LOOP_WARMUP_SECONDS,
+    maxConnections: 256,
+    timeoutMs: 10_000,
+  };
   for (let openRound = 1; openRound <= Number(args['open-rounds']); openRound++) {
-    for (const target of openRound % 2 === 1 ? plainTargets : [...plainTargets].reverse()) {
+    for (const { plain } of alternate(builds, openRound)) {
       await sleep(2_000);
-      const load = await startOpenLoopProcess(target, {
-        ratePerSecond: lagRate,
-        seconds: Number(args['lag-seconds']),
-        warmupSeconds: OPEN_LOOP_WARMUP_SECONDS,
-        maxConnections: 256,
-        timeoutMs: 10_000,
-      }).finished;
-      process.stdout.write(`open loop ${openRound}, ${target.name} at ${Math.round(lagRate)}/s: ${describeOpenLoop(load)}\n`);
+      const load = await startOpenLoopProcess(plain, openLoop).finished;
+      process.stdout.write(`open loop ${openRound}, ${plain.name} at ${Math.round(lagRate)}/s: ${describeOpenLoop(load)}\n`);
     }
   }
   for (let lagRound = 1; receiver && lagRound <= Number(args['lag-rounds']); lagRound++) {
-    for (const { target, destination } of lagRound % 2 === 1 ? delivering : [...delivering].reverse()) {
+    for (const { target, destination } of alternate(delivering, lagRound)) {
       await sleep(2_000);
-      const accepted = new AcceptedLog();
-      const arrivalsFrom = receiver.count();
-      const load = await startOpenLoopProcess(
-        target,
-        { ratePerSecond: lagRate, seconds: Number(args['lag-seconds']), warmupSeconds: OPEN_LOOP_WARMUP_SECONDS, maxConnections: 256, timeoutMs: 10_000 },
-        accepted,
-      ).finished;
-      const drain = await destination.drain(DRAIN_MAX_MS);
-      const lag = lagOf(accepted, receiver.arrivals(arrivalsFrom));
+      const { load, drain, lag } = await measureLag(receiver, destination, (accepted) => startOpenLoopProcess(target, openLoop, accepted).finished);
       process.stdout.write(
-        `lag ${lagRound}, ${target.name} at ${Math.round(lagRate)}/s: intake ${describeOpenLoop(load)}\n  ${lag.delivered} of ${lag.accepted} delivered ` +
-          `(${lag.duplicates} twice), lag p50 ${lag.lagMs.p50} ms, p99 ${lag.lagMs.p99} ms; ${drain.pendingAtStop} pending at the stop\n` +
-          `  lag p99 by second: ${lag.bySecond.map((second) => Math.round(second.p99)).join(' ')} ms\n`,
+        `lag ${lagRound}, ${target.name} at ${Math.round(lagRate)}/s: intake ${describeOpenLoop(load)}\n` +
+          `  ${describeLag(lag)}; ${drain.pendingAtStop} pending at the stop\n`,
       );
     }
   }

@@ -81,8 +81,3 @@ if (process.argv[2] === CHILD_ARGUMENT) {
   });
 }
 
-/** An open loop's latencies in a line: over the load, by second, and the warm-up's. */
-export function describeOpenLoop({ latencyMs, p99BySecond, warmup }: OpenLoopResult): string {
-  const warmupPart = warmup.scheduled > 0 ? `; the warm-up's p50 ${warmup.latencyMs.p50}, p99 ${warmup.latencyMs.p99} ms` : '';
-  return `p50 ${latencyMs.p50}, p99 ${latencyMs.p99} ms; p99 by second ${p99BySecond.map(Math.round).join(' ')}${warmupPart}`;
-}

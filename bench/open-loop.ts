@@ -3,6 +3,12 @@ import { performance } from 'node:perf_hooks';
 import { monotonicMs } from './clock.js';
 import type { LoadTarget } from './closed-loop.js';
 
+/**
+ * The warm-up the bench's measured open loops send before what they measure (see
+ * OpenLoopOptions.warmupSeconds).
+ */
+export const OPEN_LOOP_WARMUP_SECONDS = 2;
+
 export interface OpenLoopOptions {
   ratePerSecond: number;
   seconds: number;
@@ -189,6 +195,12 @@ export function startOpenLoop(target: LoadTarget, options: OpenLoopOptions): Ope
     };
   });
   return { loadStopped, finished };
+}
+
+/** An open loop's latencies in a line: over the load, by second, and the warm-up's. */
+export function describeOpenLoop({ latencyMs, p99BySecond, warmup }: OpenLoopResult): string {
+  const warmupPart = warmup.scheduled > 0 ? `; the warm-up's p50 ${warmup.latencyMs.p50}, p99 ${warmup.latencyMs.p99} ms` : '';
+  return `p50 ${latencyMs.p50}, p99 ${latencyMs.p99} ms; p99 by second ${p99BySecond.map(Math.round).join(' ')}${warmupPart}`;
 }
 
 export function percentiles(values: number[]): Percentiles {

@@ -19,10 +19,11 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createBenchDatabase, type BenchDatabase } from './bench-database.js';
 import { median, runClosedLoop, runConcurrencyCurve, summarize, type LoadTarget } from './closed-loop.js';
-import { AcceptedLog, BenchDestination, claimsShed, lagOf, measureDeliveries, type DeliveryRound } from './delivery.js';
+import { BenchDestination, claimsShed, describeLag, DRAIN_MAX_MS, measureDeliveries, measureLag, type DeliveryRound } from './delivery.js';
 import { loadEventBody, smallEventBody } from './event-body.js';
 import { cpuMicroseconds, loadBetween, sampleLoad, threadBusySeconds } from './machine-load.js';
-import { describeOpenLoop, startOpenLoopProcess } from './open-loop-process.js';
+import { describeOpenLoop, OPEN_LOOP_WARMUP_SECONDS } from './open-loop.js';
+import { startOpenLoopProcess } from './open-loop-process.js';
 import { runOverload } from './overload.js';
 import {
   machineBusyPercent,
@@ -77,12 +78,6 @@ const SENDER_TIMEOUT_MS = 10_000;
 // Independent senders do not share a small pool: enough connections that the service's own
 // bound (its write queue of 10,000 by default), not the generator, decides what is shed.
 const OVERLOAD_CONNECTIONS = 10_000;
-// After each load on the destination's integration, the run waits this long at most for
-// its deliveries to be made (what is left is then cancelled), so that the next load starts
-// on an empty outbox and no deliveries run beside another target's measurement.
-const DRAIN_MAX_MS = 15_000;
-/** The open loops' first seconds, measured apart (open-loop.ts): the generator starting. */
-const OPEN_LOOP_WARMUP_SECONDS = 2;
 const destinationMaxInFlight = Number(args['max-in-flight']);
 const fixedLagRate = args['lag-rate'] === undefined ? undefined : Number(args['lag-rate']);
 if (fixedLagRate !== undefined && !(fixedLagRate > 0)) throw new Error(`--lag-rate is a rate per second, not ${args['lag-rate']}`);
@@ -203,7 +198,7 @@ async function main(): Promise<void> {
 
   for (const server of [service, floor, baseline]) resetPeakRss(server.pid);
   const deliveryRounds: DeliveryRound[] = [];
-  const deliveryHooks = measureDeliveries(destinationTarget, service.port, receiver, benchDestination, deliveryRounds, DRAIN_MAX_MS);
+  const deliveryHooks = measureDeliveries(destinationTarget, service.port, receiver, benchDestination, deliveryRounds);
   const closedLoopTargets = [floorTarget, serviceTarget, destinationTarget, baselineTarget, githubTarget];
   const rounds = await runClosedLoop(wrk, closedLoopTargets, settings, deliveryHooks);
   const servicePeakRssMb = peakRssMb(service.pid);
@@ -237,20 +232,17 @@ async function main(): Promise<void> {
   process.stdout.write(
     `  open loop at ${Math.round(lagRate)}/s for ${settings.seconds * 2} s after ${OPEN_LOOP_WARMUP_SECONDS} s of warm-up to the destination's integration\n`,
   );
-  const accepted = new AcceptedLog();
-  const arrivalsFrom = receiver.count();
   const shedBeforeLag = await claimsShed(service.port);
-  const lagLoad = await startOpenLoopProcess(
-    destinationTarget,
-    { ratePerSecond: lagRate, seconds: settings.seconds * 2, warmupSeconds: OPEN_LOOP_WARMUP_SECONDS, maxConnections: 256, timeoutMs: SENDER_TIMEOUT_MS },
-    accepted,
-  ).finished;
-  process.stdout.write(`    ${describeOpenLoop(lagLoad)}\n`);
+  const { load: lagLoad, drain: lagDrain, lag } = await measureLag(receiver, benchDestination, (accepted) =>
+    startOpenLoopProcess(
+      destinationTarget,
+      { ratePerSecond: lagRate, seconds: settings.seconds * 2, warmupSeconds: OPEN_LOOP_WARMUP_SECONDS, maxConnections: 256, timeoutMs: SENDER_TIMEOUT_MS },
+      accepted,
+    ).finished,
+  );
+  // Read after the drain, which runs without intake's load: claims are shed only under it.
   const lagClaimsShed = (await claimsShed(service.port)) - shedBeforeLag;
-  const lagDrain = await benchDestination.drain(DRAIN_MAX_MS);
-  const lag = lagOf(accepted, receiver.arrivals(arrivalsFrom));
-  process.stdout.write(`    ${lag.delivered} of ${lag.accepted} delivered, lag p99 ${lag.lagMs.p99} ms\n`);
-  process.stdout.write(`    lag p99 by second: ${lag.bySecond.map((second) => Math.round(second.p99)).join(' ')} ms\n`);
+  process.stdout.write(`    ${describeOpenLoop(lagLoad)}\n    ${describeLag(lag)}\n`);
 
   await sleep(2_000);
   process.stdout.write(`  overload at ${Math.round(maxRate * 2)}/s for ${settings.seconds} s, then recovery\n`);

@@ -82,7 +82,7 @@ let sequenceInMs = 0;
  * that millisecond, then 10 random characters (59 bits). For lists read newest first by
  * time then id (the audit log): random ids made ties of the same millisecond come back in
  * any order (three changes made within a millisecond were listed Two, Three, One). The
- * count is digits, so a database's collation orders it as it was made. Ids of other nodes
+ * count is digits, which collations order as ASCII does (tested on C.UTF-8). Ids of other nodes
  * in the same millisecond, or of a clock that went back, tie by their random part.
  */
 export function newSequencedId(prefix: IdPrefix, at: number): string {
