@@ -104,6 +104,18 @@ describe('DestinationSender', () => {
     expect(silent.received).toHaveLength(1);
   });
 
+  test('a name whose resolution never ends: timeout within the time allowed, not at the connection\'s own limit (10 s)', async () => {
+    const stuck = new DestinationSender({ guard: new AddressGuard(parseCidrList('127.0.0.1/32'), () => new Promise(() => {})) });
+    try {
+      const outcome = await send('http://stuck.example/hook', { timeoutMs: 300, via: stuck });
+      expect(outcome).toEqual(failed('timeout'));
+      expect(outcome.durationMs).toBeGreaterThanOrEqual(290);
+      expect(outcome.durationMs).toBeLessThan(2000);
+    } finally {
+      stuck.close();
+    }
+  });
+
   test('a receiver that closes the connection without answering: connection_reset', async () => {
     const hangUp = await receiver(receivers.hangUpReceiver());
     expect(await send(hangUp.url)).toEqual(failed('connection_reset'));
