@@ -12,9 +12,12 @@ import { AppError, type ErrorCode } from '../src/errors.js';
 import { GroupCommitWriter } from '../src/intake/group-commit.js';
 import { RateLimiter } from '../src/intake/rate-limit.js';
 import type { PendingWebhook, RequestLogEntry, Store } from '../src/store/store.js';
+import { AddressGuard, parseCidrList } from '../src/destinations/address-guard.js';
+import { DestinationManagement } from '../src/services/destinations.js';
+import { Management } from '../src/services/management.js';
 import { addDestination } from './support/deliveries.js';
 import { pendingLog } from './support/webhooks.js';
-import { freshStore } from './helpers.js';
+import { freshStore, testSecretBox } from './helpers.js';
 import { seedKey } from './support/seed.js';
 import { TEST_SECRETS_KEY } from './support/processes.js';
 
@@ -202,6 +205,39 @@ describe('ids', () => {
       }
       const listed = await fresh.store.listAuditLog(companyId, { action: 'company.update', limit: 100 });
       expect(listed.map((record) => (record.after as { name: string }).name)).toEqual([...names].reverse());
+    } finally {
+      await fresh.cleanup();
+    }
+  });
+
+  test('integrations, keys and destinations made in one millisecond list newest first, in the order they were made', async () => {
+    const fresh = await freshStore();
+    try {
+      const { companyId } = await seedKey(fresh.store);
+      const at = Date.now();
+      const actor = { type: 'cli' as const, id: 'test', ip: null };
+      const management = new Management(fresh.store, { environment: 'development', baseUrl: 'http://localhost', defaultBodyLimit: 1024, secrets: testSecretBox() }, actor, () => at);
+      const destinations = new DestinationManagement(
+        fresh.store,
+        { environment: 'development', secrets: testSecretBox(), addressGuard: new AddressGuard(parseCidrList('127.0.0.1/32')) },
+        actor,
+        () => at,
+      );
+      const names = Array.from({ length: 12 }, (_, i) => `Made ${i}`);
+      const integrations = [];
+      for (const name of names) integrations.push(await management.createIntegration(companyId, { name }));
+      const made = await fresh.store.listIntegrations(companyId, { limit: 100 });
+      expect(made.filter((each) => names.includes(each.name)).map((each) => each.name)).toEqual([...names].reverse());
+
+      const integrationId = made.find((each) => each.name === names[0])!.id;
+      const keyNames = names.map((name) => `key ${name}`);
+      for (const name of keyNames) await management.createIntegrationKey(companyId, integrationId, { name });
+      const keys = await fresh.store.listKeys(companyId, integrationId, { limit: 100 });
+      expect(keys.filter((key) => keyNames.includes(key.name)).map((key) => key.name)).toEqual([...keyNames].reverse());
+
+      for (const name of names) await destinations.create(companyId, { name, url: 'http://127.0.0.1:9/hook' });
+      const listed = await fresh.store.listDestinations(companyId, { limit: 100 });
+      expect(listed.map((each) => each.name)).toEqual([...names].reverse());
     } finally {
       await fresh.cleanup();
     }

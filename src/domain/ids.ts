@@ -80,8 +80,9 @@ let sequenceInMs = 0;
  * A time-ordered id that also sorts in the order it was made, within one millisecond on this
  * node: 8 base62 characters of milliseconds, a 4-digit count of the ids made before it in
  * that millisecond, then 10 random characters (59 bits). For lists read newest first by
- * time then id (the audit log): random ids made ties of the same millisecond come back in
- * any order (three changes made within a millisecond were listed Two, Three, One). The
+ * time then id (the audit log, integrations, keys, destinations): random ids made ties of
+ * the same millisecond come back in any order (three changes made within a millisecond
+ * were listed Two, Three, One). The
  * count is digits, which collations order as ASCII does (tested on C.UTF-8). Ids of other nodes
  * in the same millisecond, or of a clock that went back, tie by their random part.
  */

@@ -4,7 +4,7 @@ import { newSigningSecret } from '../destinations/signing.js';
 import { MAX_ROTATION_GRACE_SECONDS } from '../domain/api-key.js';
 import { validDestinationHeaders } from '../domain/destination-headers.js';
 import { validEventPatterns } from '../domain/event-patterns.js';
-import { isId, newId } from '../domain/ids.js';
+import { isId, newSequencedId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { AppError } from '../errors.js';
 import {
@@ -106,8 +106,9 @@ export class DestinationManagement {
       maxInFlight: input.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
     });
     const signingSecret = newSigningSecret();
+    const now = this.now();
     const destination: NewDestination = {
-      id: newId('dst'),
+      id: newSequencedId('dst', now),
       name: settings.name!,
       url: settings.url!,
       integrationIds: settings.integrationIds ?? null,
@@ -118,7 +119,7 @@ export class DestinationManagement {
       ratePerSecond: settings.ratePerSecond ?? null,
       maxInFlight: settings.maxInFlight!,
       secretSealed: this.options.secrets.seal(signingSecret),
-      createdAt: this.now(),
+      createdAt: now,
     };
     const { headersSealed: _headers, secretSealed: _secret, ...shown } = destination;
     const created = await this.store.createDestination(companyId, destination, this.audit('destination.create', 'destination', destination.id, { after: shown }));

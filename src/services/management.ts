@@ -8,7 +8,7 @@ import {
   type IntegrationScope,
   type Scope,
 } from '../domain/api-key.js';
-import { isId, newId, newIntegrationKey } from '../domain/ids.js';
+import { isId, newId, newIntegrationKey, newSequencedId } from '../domain/ids.js';
 import { MIN_PASSWORD_LENGTH, hashPassword } from '../domain/password.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { AppError } from '../errors.js';
@@ -135,7 +135,7 @@ export class Management {
     const source = validSource(input.source ?? { type: 'api_key' });
     const secret = source.type === 'api_key' ? undefined : prepareSecret(source.type, input.source?.secret, this.box(), now);
     const integration: Integration = {
-      id: newId('int'),
+      id: newSequencedId('int', now),
       companyId,
       integrationKey: newIntegrationKey(),
       name: validName(input.name),
@@ -149,7 +149,7 @@ export class Management {
     };
     const keyScopes = validIntegrationScopes(input.keyScopes);
     const key = issueApiKey(this.options.environment);
-    const keyId = newId('key');
+    const keyId = newSequencedId('key', now);
     await this.store.createIntegration(
       companyId,
       integration,
@@ -308,7 +308,8 @@ export class Management {
       );
     }
     const key = issueApiKey(this.options.environment);
-    const id = newId('key');
+    const now = this.now();
+    const id = newSequencedId('key', now);
     const uniqueScopes = [...new Set(scopes)] as Scope[];
     await this.store.createApiKey(
       companyId,
@@ -319,7 +320,7 @@ export class Management {
         scopes: uniqueScopes,
         prefix: key.prefix,
         hash: key.hash,
-        createdAt: this.now(),
+        createdAt: now,
         expiresAt: null,
       },
       this.audit('management_key.create', 'key', id, { after: { name: keyName, scopes: uniqueScopes, prefix: key.prefix } }),
@@ -344,7 +345,7 @@ export class Management {
     const keyScopes = validIntegrationScopes(scopes);
     const now = this.now();
     const key = issueApiKey(this.options.environment);
-    const id = newId('key');
+    const id = newSequencedId('key', now);
     const previousExpiresAt = now + graceSeconds * 1000;
     await this.store.rotateIntegrationKey(
       companyId,
@@ -379,7 +380,7 @@ export class Management {
     }
     const scopes = validIntegrationScopes(input.scopes);
     const key = issueApiKey(this.options.environment);
-    const id = newId('key');
+    const id = newSequencedId('key', now);
     await this.store.createApiKey(
       companyId,
       { id, integrationId, name, scopes, prefix: key.prefix, hash: key.hash, createdAt: now, expiresAt },
