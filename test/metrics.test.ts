@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { sign } from '@octokit/webhooks-methods';
+import { Registry } from 'prom-client';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { newId } from '../src/domain/ids.js';
@@ -90,6 +91,30 @@ describe(`/metrics (${testDialect()})`, () => {
     const accepted = { ...WEBHOOK_ROUTE, outcome: 'accepted' };
     expect((await scrape(one.app)).value('intake_webhook_requests_total', accepted)).toBe(1);
     expect((await scrape(two.app)).value('intake_webhook_requests_total', accepted)).toBe(0);
+  });
+
+  test('a flood of scrapes is paced: callers at once share one text, one after another wait for the next; none gets a text older than its call', async () => {
+    const t = await app();
+    const tenant = await t.newTenant();
+    const made = vi.spyOn(Registry, 'merge');
+    const accepted = { ...WEBHOOK_ROUTE, outcome: 'accepted' };
+
+    // 100 at once: one text (a second when one was still being made as they came).
+    const atOnce = await Promise.all(Array.from({ length: 100 }, () => t.app.inject({ method: 'GET', url: '/metrics' })));
+    expect(atOnce.every((response) => response.statusCode === 200)).toBe(true);
+    expect(made.mock.calls.length).toBeLessThanOrEqual(2);
+
+    // One after another for 500 ms: a text at most every 50 ms, each after the webhook sent before it.
+    made.mockClear();
+    const started = performance.now();
+    let scrapes = 0;
+    while (performance.now() - started < 500) {
+      expect((await sendWebhook(t.app, tenant.integrationKey, { apiKey: tenant.apiKey })).statusCode).toBe(202);
+      scrapes++;
+      expect((await scrape(t.app)).value('intake_webhook_requests_total', accepted)).toBe(scrapes);
+    }
+    expect(made.mock.calls.length).toBe(scrapes);
+    expect(scrapes).toBeLessThanOrEqual(12);
   });
 
   test('a 202, a replay and refusals move the intake counters and histograms', async () => {
