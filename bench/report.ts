@@ -71,6 +71,8 @@ export interface BenchResults {
     lag: LagResult & { drain: DrainResult; claimsShed: number };
     /** Requests the receiver got in the whole run. */
     receivedTotal: number;
+    /** The peak RSS over the closed loop of the process serving this target (a process of its own since 2026-11-28's r20). */
+    peakRssMb?: number;
   };
   overload: OverloadResult & {
     /** Percent of the requests scheduled: 202, 503, timeout, and the rest (other answers, failed connections, not sent). */
@@ -98,12 +100,9 @@ export function rows(results: BenchResults): Row[] {
     { measure: 'closed loop: service req/s (median)', result: throughputOfFloor(closedLoop.service, floor), target: '' },
     { measure: 'closed loop: baseline req/s (median)', result: throughputOfFloor(closedLoop.baseline, floor), target: '' },
     ...cpuRows(results),
-    {
-      measure: 'throughput service/baseline',
-      result: closedLoop.serviceToBaseline.toFixed(2),
-      target: '>= 0.80',
-      pass: closedLoop.serviceToBaseline >= 0.8,
-    },
+    // The goal of the issue before the floor (docs/performance.md, "before issue 16"), whose
+    // figures now read against the floor: shown, no longer judged.
+    { measure: 'throughput service/baseline', result: closedLoop.serviceToBaseline.toFixed(2), target: '' },
     ...(closedLoop.githubSource && closedLoop.githubSourceToService !== undefined
       ? [
           {
@@ -129,7 +128,7 @@ export function rows(results: BenchResults): Row[] {
       target: '',
     },
     {
-      measure: 'peak RSS at max load',
+      measure: 'peak RSS at max load (the service; the destination target has a process of its own)',
       result: `${closedLoop.servicePeakRssMb} MB`,
       target: '<= 200 MB',
       pass: closedLoop.servicePeakRssMb <= 200,
@@ -311,6 +310,9 @@ function destinationRows(results: BenchResults): Row[] {
       target: 'all',
       pass: missing === 0,
     },
+    ...(destinations.peakRssMb === undefined
+      ? []
+      : [{ measure: 'peak RSS at max load: service + destination (a process of its own)', result: `${destinations.peakRssMb} MB`, target: '' }]),
   ];
 }
 

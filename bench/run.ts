@@ -103,12 +103,20 @@ async function main(): Promise<void> {
   const wrk = await Wrk.prepare(workDir, SENDER_TIMEOUT_MS / 1000);
   const database = await createBenchDatabase(store, workDir);
   databases.push(database);
+  const deliveringDatabase = await createBenchDatabase(store, workDir, 'delivering');
+  databases.push(deliveringDatabase);
   const floorDatabase = await createBenchDatabase(store, workDir, 'floor');
   databases.push(floorDatabase);
   // The receiver is on loopback, which destinations may not reach unless allowed.
   const serviceEnv = { INTAKE_DATABASE_URL: database.url, INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' };
   const service = await startServer(`${serviceRoot}/dist/main.js`, serviceEnv, `${workDir}/service.log`, '/readyz');
   running.push(service);
+  // Intake with a destination runs in a process of its own, on a database of its own: what
+  // delivering leaves in memory (kept bodies, the read thread, connections) would otherwise
+  // be counted in intake's own peak RSS, and its outbox in intake's database.
+  const deliveringEnv = { ...serviceEnv, INTAKE_DATABASE_URL: deliveringDatabase.url };
+  const deliveringService = await startServer(`${serviceRoot}/dist/main.js`, deliveringEnv, `${workDir}/delivering.log`, '/readyz');
+  running.push(deliveringService);
   const floorEnv = { FLOOR_DATABASE_URL: floorDatabase.url };
   const floor = await startServer(`${root}/dist-bench/floor.js`, floorEnv, `${workDir}/floor.log`, '/', true);
   running.push(floor);
@@ -148,14 +156,12 @@ async function main(): Promise<void> {
     cpuMicroseconds: serviceCpu,
     threadBusySeconds: serviceThreads,
   };
-  // Intake with one destination: an integration of another company, since the outbox reads
-  // the destinations of the companies in each commit, and the service target's company must
-  // have none for the comparison to hold.
-  const deliveringCompany = await runCli(serviceRoot, database.url, ['company', 'create', '--name', 'bench destinations']);
-  const delivering = await runCli(serviceRoot, database.url, [
+  // Intake with one destination: an integration of a company of the delivering process.
+  const deliveringCompany = await runCli(serviceRoot, deliveringDatabase.url, ['company', 'create', '--name', 'bench destinations']);
+  const delivering = await runCli(serviceRoot, deliveringDatabase.url, [
     ...['integration', 'create', '--company', String(deliveringCompany.id), '--name', 'bench destination'],
   ]);
-  destination = await BenchDestination.create(serviceRoot, database.url, {
+  destination = await BenchDestination.create(serviceRoot, deliveringDatabase.url, {
     companyId: String(deliveringCompany.id),
     integrationId: String(delivering.id),
     url: `http://127.0.0.1:${receiver.server.port}/`,
@@ -164,12 +170,12 @@ async function main(): Promise<void> {
   const benchDestination = destination;
   const destinationTarget: LoadTarget = {
     name: 'service + destination',
-    url: `http://127.0.0.1:${service.port}/api/webhooks/${delivering.integration_key}`,
+    url: `http://127.0.0.1:${deliveringService.port}/api/webhooks/${delivering.integration_key}`,
     headers: { 'content-type': 'application/json', 'x-api-key': String(delivering.api_key) },
     body: body.bytes,
     // Intake and the deliveries made during the round; the receiver's own CPU is not counted.
-    cpuMicroseconds: serviceCpu,
-    threadBusySeconds: serviceThreads,
+    cpuMicroseconds: () => cpuMicroseconds([deliveringService.pid], withPostgres),
+    threadBusySeconds: () => threadBusySeconds(`http://127.0.0.1:${deliveringService.port}/metrics`),
   };
   const serviceTarget: LoadTarget = {
     name: 'service',
@@ -196,12 +202,13 @@ async function main(): Promise<void> {
   };
   process.stdout.write(`intake bench on ${store}, ${body.bytes.length} B ${body.event} event; work dir ${workDir}\n`);
 
-  for (const server of [service, floor, baseline]) resetPeakRss(server.pid);
+  for (const server of [service, deliveringService, floor, baseline]) resetPeakRss(server.pid);
   const deliveryRounds: DeliveryRound[] = [];
-  const deliveryHooks = measureDeliveries(destinationTarget, service.port, receiver, benchDestination, deliveryRounds);
+  const deliveryHooks = measureDeliveries(destinationTarget, deliveringService.port, receiver, benchDestination, deliveryRounds);
   const closedLoopTargets = [floorTarget, serviceTarget, destinationTarget, baselineTarget, githubTarget];
   const rounds = await runClosedLoop(wrk, closedLoopTargets, settings, deliveryHooks);
   const servicePeakRssMb = peakRssMb(service.pid);
+  const deliveringPeakRssMb = peakRssMb(deliveringService.pid);
   const floorPeakRssMb = peakRssMb(floor.pid);
   const baselinePeakRssMb = peakRssMb(baseline.pid);
   const serviceSummary = summarize(rounds, 'service');
@@ -232,7 +239,7 @@ async function main(): Promise<void> {
   process.stdout.write(
     `  open loop at ${Math.round(lagRate)}/s for ${settings.seconds * 2} s after ${OPEN_LOOP_WARMUP_SECONDS} s of warm-up to the destination's integration\n`,
   );
-  const shedBeforeLag = await claimsShed(service.port);
+  const shedBeforeLag = await claimsShed(deliveringService.port);
   const { load: lagLoad, drain: lagDrain, lag } = await measureLag(receiver, benchDestination, (accepted) =>
     startOpenLoopProcess(
       destinationTarget,
@@ -241,7 +248,7 @@ async function main(): Promise<void> {
     ).finished,
   );
   // Read after the drain, which runs without intake's load: claims are shed only under it.
-  const lagClaimsShed = (await claimsShed(service.port)) - shedBeforeLag;
+  const lagClaimsShed = (await claimsShed(deliveringService.port)) - shedBeforeLag;
   process.stdout.write(`    ${describeOpenLoop(lagLoad)}\n    ${describeLag(lag)}\n`);
 
   await sleep(2_000);
@@ -255,7 +262,7 @@ async function main(): Promise<void> {
   });
   const overloadPeakRssMb = peakRssMb(service.pid);
   const aliveAfter = service.child.exitCode === null && (await fetch(`http://127.0.0.1:${service.port}/healthz`)).ok;
-  const during = loadBetween(loadAtStart, sampleLoad([service.pid, floor.pid, baseline.pid, receiver.server.pid], store === 'postgres'));
+  const during = loadBetween(loadAtStart, sampleLoad([service.pid, deliveringService.pid, floor.pid, baseline.pid, receiver.server.pid], store === 'postgres'));
 
   running.splice(running.indexOf(service), 1);
   const serviceExitCode = await stopServer(service);
@@ -303,6 +310,7 @@ async function main(): Promise<void> {
       lagLoad,
       lag: { ...lag, drain: lagDrain, claimsShed: lagClaimsShed },
       receivedTotal: receiver.count(),
+      peakRssMb: deliveringPeakRssMb,
     },
     overload: { ...overload, shares: overloadShares(overload), peakRssMb: overloadPeakRssMb, aliveAfter },
     serviceExitCode,
