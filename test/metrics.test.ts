@@ -99,10 +99,11 @@ describe(`/metrics (${testDialect()})`, () => {
     const made = vi.spyOn(Registry, 'merge');
     const accepted = { ...WEBHOOK_ROUTE, outcome: 'accepted' };
 
-    // 100 at once: one text (a second when one was still being made as they came).
+    // 100 at once: one text, or two when one was being made as they came (a third only if
+    // they took over 50 ms to arrive); unpaced, 100.
     const atOnce = await Promise.all(Array.from({ length: 100 }, () => t.app.inject({ method: 'GET', url: '/metrics' })));
     expect(atOnce.every((response) => response.statusCode === 200)).toBe(true);
-    expect(made.mock.calls.length).toBeLessThanOrEqual(2);
+    expect(made.mock.calls.length).toBeLessThanOrEqual(3);
 
     // One after another for 500 ms: a text at most every 50 ms, each after the webhook sent before it.
     made.mockClear();
