@@ -107,14 +107,13 @@ async function main(): Promise<void> {
   databases.push(deliveringDatabase);
   const floorDatabase = await createBenchDatabase(store, workDir, 'floor');
   databases.push(floorDatabase);
-  // The receiver is on loopback, which destinations may not reach unless allowed.
-  const serviceEnv = { INTAKE_DATABASE_URL: database.url, INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' };
-  const service = await startServer(`${serviceRoot}/dist/main.js`, serviceEnv, `${workDir}/service.log`, '/readyz');
+  const service = await startServer(`${serviceRoot}/dist/main.js`, { INTAKE_DATABASE_URL: database.url }, `${workDir}/service.log`, '/readyz');
   running.push(service);
   // Intake with a destination runs in a process of its own, on a database of its own: what
   // delivering leaves in memory (kept bodies, the read thread, connections) would otherwise
-  // be counted in intake's own peak RSS, and its outbox in intake's database.
-  const deliveringEnv = { ...serviceEnv, INTAKE_DATABASE_URL: deliveringDatabase.url };
+  // be counted in intake's own peak RSS, and its outbox in intake's database. The receiver
+  // is on loopback, which destinations may not reach unless allowed.
+  const deliveringEnv = { INTAKE_DATABASE_URL: deliveringDatabase.url, INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' };
   const deliveringService = await startServer(`${serviceRoot}/dist/main.js`, deliveringEnv, `${workDir}/delivering.log`, '/readyz');
   running.push(deliveringService);
   const floorEnv = { FLOOR_DATABASE_URL: floorDatabase.url };

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { pino } from 'pino';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { AddressGuard, parseCidrList } from '../src/destinations/address-guard.js';
 import { hashApiKey, hashIfWellFormed, hashesEqual, issueApiKey } from '../src/domain/api-key.js';
 import { decodeCursor, encodeCursor } from '../src/domain/cursor.js';
 import { isId, newId, newIntegrationKey, newSequencedId, newTimeOrderedId, newWebhookUuid, randomBase62, toBase62 } from '../src/domain/ids.js';
@@ -11,10 +12,9 @@ import { isJsonContentType, MAX_NESTING_DEPTH, nestingDepth, parseWebhookBody } 
 import { AppError, type ErrorCode } from '../src/errors.js';
 import { GroupCommitWriter } from '../src/intake/group-commit.js';
 import { RateLimiter } from '../src/intake/rate-limit.js';
-import type { PendingWebhook, RequestLogEntry, Store } from '../src/store/store.js';
-import { AddressGuard, parseCidrList } from '../src/destinations/address-guard.js';
 import { DestinationManagement } from '../src/services/destinations.js';
 import { Management } from '../src/services/management.js';
+import type { PendingWebhook, RequestLogEntry, Store } from '../src/store/store.js';
 import { addDestination } from './support/deliveries.js';
 import { pendingLog } from './support/webhooks.js';
 import { freshStore, testSecretBox } from './helpers.js';
@@ -224,8 +224,7 @@ describe('ids', () => {
         () => at,
       );
       const names = Array.from({ length: 12 }, (_, i) => `Made ${i}`);
-      const integrations = [];
-      for (const name of names) integrations.push(await management.createIntegration(companyId, { name }));
+      for (const name of names) await management.createIntegration(companyId, { name });
       const made = await fresh.store.listIntegrations(companyId, { limit: 100 });
       expect(made.filter((each) => names.includes(each.name)).map((each) => each.name)).toEqual([...names].reverse());
 

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, describe, expect, test } from 'vitest';
+import { afterAll, afterEach, describe, expect, test, vi } from 'vitest';
 import { AddressGuard, parseCidrList } from '../../src/destinations/address-guard.js';
 import { DestinationSender, type AttemptOutcome } from '../../src/destinations/sender.js';
 import { newSigningSecret, signatureHeaders } from '../../src/destinations/signing.js';
@@ -111,6 +111,12 @@ describe('DestinationSender', () => {
       expect(outcome).toEqual(failed('timeout'));
       expect(outcome.durationMs).toBeGreaterThanOrEqual(290);
       expect(outcome.durationMs).toBeLessThan(2000);
+      // Nor does undici keep the attempts it was given once their verdict is out: 20 more,
+      // and within a second of their timeouts it holds none (at undici's own 10 s connect
+      // limit it held all 20, freed slots taking more: unbounded).
+      const more = await Promise.all(Array.from({ length: 20 }, () => send('http://stuck.example/hook', { timeoutMs: 300, via: stuck })));
+      expect(more.every((each) => each.error === 'timeout')).toBe(true);
+      await vi.waitFor(() => expect(stuck.requestsHeld).toBe(0), { timeout: 1000, interval: 50 });
     } finally {
       stuck.close();
     }
