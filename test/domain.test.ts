@@ -259,6 +259,18 @@ describe('ids', () => {
   });
 });
 
+describe('AppError', () => {
+  test('carries no stack trace (an answer to a client, not a fault), and leaves the limit as it was', () => {
+    const limit = Error.stackTraceLimit;
+    const error = new AppError('service_unavailable', 'The service is overloaded; retry later.', { retryAfterSeconds: 1 });
+
+    expect(error.stack).toBe('AppError: The service is overloaded; retry later.');
+    expect(error).toMatchObject({ code: 'service_unavailable', status: 503, details: { retryAfterSeconds: 1 } });
+    expect(Error.stackTraceLimit).toBe(limit);
+    expect(new Error('a fault').stack).toMatch(/\n\s+at /);
+  });
+});
+
 describe('cursor', () => {
   test('round trip', () => {
     const cursor = { receivedAt: Date.UTC(2025, 5, 1), uuid: newWebhookUuid() };
