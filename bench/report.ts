@@ -49,6 +49,8 @@ export interface BenchResults {
   /** One short round per target (the floor and the service) at each of settings.curveConnections. */
   curve: CurvePoint[];
   openLoop: OpenLoopResult;
+  /** The floor at the same rate as openLoop (absent before 2026-11-28's r21). */
+  floorOpenLoop?: OpenLoopResult;
   /** Intake with one destination per integration, and the deliveries to a local receiver. */
   destinations?: {
     /** The destination's requests in flight at most (`--max-in-flight`). */
@@ -140,10 +142,15 @@ export function rows(results: BenchResults): Row[] {
     },
     {
       measure: `open loop @ ${int(openLoop.ratePerSecond)}/s (50%) p50/p99/p99.9`,
-      result: latencies(openLoop.latencyMs),
+      result:
+        latencies(openLoop.latencyMs) +
+        (results.floorOpenLoop ? ` (p99 ${ratio(openLoop.latencyMs.p99, results.floorOpenLoop.latencyMs.p99)}x floor)` : ''),
       target: 'p99 <= 10 ms',
       pass: openLoop.latencyMs.p99 <= 10,
     },
+    ...(results.floorOpenLoop
+      ? [{ measure: 'open loop: floor at the same rate p50/p99/p99.9', result: latencies(results.floorOpenLoop.latencyMs), target: '' }]
+      : []),
     { measure: 'open loop: answers', result: statuses(openLoop), target: '' },
     { measure: 'open loop: generator lag p99', result: `${openLoop.generatorLagMs.p99} ms`, target: '' },
     warmupRow('open loop', openLoop),

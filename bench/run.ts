@@ -224,14 +224,20 @@ async function main(): Promise<void> {
 
   await sleep(2_000);
   process.stdout.write(`  open loop at ${Math.round(maxRate / 2)}/s for ${settings.seconds * 2} s after ${OPEN_LOOP_WARMUP_SECONDS} s of warm-up\n`);
-  const openLoop = await startOpenLoopProcess(serviceTarget, {
+  const halfLoad = {
     ratePerSecond: maxRate / 2,
     seconds: settings.seconds * 2,
     warmupSeconds: OPEN_LOOP_WARMUP_SECONDS,
     maxConnections: 256,
     timeoutMs: SENDER_TIMEOUT_MS,
-  }).finished;
+  };
+  const openLoop = await startOpenLoopProcess(serviceTarget, halfLoad).finished;
   process.stdout.write(`    ${describeOpenLoop(openLoop)}\n`);
+  // The floor at the same rate: what the disk and the machine leave of the 10 ms goal.
+  await sleep(2_000);
+  process.stdout.write(`  the same open loop to the floor\n`);
+  const floorOpenLoop = await startOpenLoopProcess(floorTarget, halfLoad).finished;
+  process.stdout.write(`    ${describeOpenLoop(floorOpenLoop)}\n`);
 
   await sleep(2_000);
   const lagRate = fixedLagRate ?? maxRate / 2;
@@ -294,6 +300,7 @@ async function main(): Promise<void> {
     },
     curve,
     openLoop,
+    floorOpenLoop,
     destinations: {
       maxInFlight: destinationMaxInFlight,
       drainMaxSeconds: DRAIN_MAX_MS / 1000,
