@@ -19,7 +19,7 @@ import { addSecurityHeaders, clientErrorHandler, hardenedServerFactory, security
 import { AddressGuard } from './destinations/address-guard.js';
 import { DeliveryDispatcher, type DispatcherOptions } from './destinations/dispatcher.js';
 import { DestinationSender } from './destinations/sender.js';
-import { AdmissionGate } from './intake/admission.js';
+import { AdmissionGate, OVERLOADED, shedBeforeRouting } from './intake/admission.js';
 import { AuthFailureLimiter } from './intake/auth-failures.js';
 import { Authenticator } from './intake/authenticate.js';
 import { GroupCommitWriter, type GroupCommitOptions } from './intake/group-commit.js';
@@ -72,13 +72,20 @@ const GROUP_SHAPES: Record<Store['dialect'], Pick<GroupCommitOptions, 'maxInFlig
 export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   const { config, store } = deps;
   const logger = deps.logger ?? createLogger(config.logLevel);
+  // One registry per app: a test process builds many apps.
+  const metrics = new Metrics();
+  // Made before the server, which refuses the hot path's overload before routing.
+  const admission = new AdmissionGate(config.maxEventLoopLagMs, {
+    maxWaitMs: config.maxQueueWaitMs,
+    waitMs: (now) => writer.oldestWaitMs(now),
+  });
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     // Every request to an integration lands in the request log table; stdout gets errors.
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => randomUUID(),
     // Header size, timeouts, URL length and the connection cap: see http-hardening.ts.
-    serverFactory: hardenedServerFactory(config),
+    serverFactory: hardenedServerFactory(config, shedBeforeRouting(admission, metrics)),
     clientErrorHandler,
     // A URL the router cannot read (bad escape, an overlong segment) is answered like any
     // error, though no hook runs for it.
@@ -91,8 +98,6 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     routerOptions: { ignoreTrailingSlash: true },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  // One registry per app: a test process builds many apps.
-  const metrics = new Metrics();
   const guard = new SignInGuard();
   const sessions = new Sessions(store);
   const mailer = createMailer(config.smtpUrl, config.smtpFrom, logger);
@@ -126,10 +131,6 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   lastUsed.start();
   const retention = new RetentionJob(store, config.retentionIntervalMs, logger);
   retention.start();
-  const admission = new AdmissionGate(config.maxEventLoopLagMs, {
-    maxWaitMs: config.maxQueueWaitMs,
-    waitMs: (now) => writer.oldestWaitMs(now),
-  });
   const dispatcher = new DeliveryDispatcher(store, new DestinationSender({ guard: addressGuard }), deps.secrets, logger, {
     concurrency: config.deliveryConcurrency,
     leaseMarginMs: config.deliveryLeaseMarginMs,
@@ -192,14 +193,12 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   await app.register(async (scope) => {
     // The webhook addresses only, before authentication and before the body is read, so a
     // refusal costs next to nothing; health, metrics, /api/v1 and the panel stay answered.
-    // A callback hook, not an async one, like the one above. Nothing was authenticated, so
-    // no request-log row: the refusal is counted (admission.shedBy, in /metrics).
+    // (POSTs that come through the server were asked already, before routing: this asks
+    // again for the reads and for requests injected in tests.) A callback hook, not an
+    // async one, like the one above. Nothing was authenticated, so no request-log row: the
+    // refusal is counted (admission.shedBy, in /metrics).
     scope.addHook('onRequest', (_request, _reply, done) => {
-      done(
-        admission.admit()
-          ? undefined
-          : new AppError('service_unavailable', 'The service is overloaded; retry later.', { retryAfterSeconds: 1 }),
-      );
+      done(admission.admit() ? undefined : OVERLOADED);
     });
     await intakeRoutes(scope as AppInstance, {
       store,

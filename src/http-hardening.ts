@@ -63,7 +63,7 @@ export function addSecurityHeaders(request: FastifyRequest, reply: FastifyReply)
  * timeouts in its connection checks, the connection cap at accept. A request whose URL is
  * over the limit is answered (414) before it reaches the router.
  */
-export function hardenedServerFactory(limits: ServerLimits): FastifyServerFactory {
+export function hardenedServerFactory(limits: ServerLimits, beforeRouting?: EarlyAnswer): FastifyServerFactory {
   return (handler) => {
     const server = createServer(
       {
@@ -81,6 +81,7 @@ export function hardenedServerFactory(limits: ServerLimits): FastifyServerFactor
           refuse(response, 'uri_too_long', `The request URL is longer than the limit of ${limits.maxUrlLength} characters.`);
           return;
         }
+        if (beforeRouting?.(request, response)) return;
         handler(request, response);
       },
     );
@@ -95,15 +96,31 @@ export function hardenedServerFactory(limits: ServerLimits): FastifyServerFactor
   };
 }
 
+/**
+ * Answers a request before Fastify sees it and returns true, or returns false to pass it on
+ * (the server's cheapest place to refuse one: src/intake/admission.ts).
+ */
+export type EarlyAnswer = (request: IncomingMessage, response: ServerResponse) => boolean;
+
 /** Answers a request Fastify never saw, in the shape of every other error; then closes. */
 function refuse(response: ServerResponse, code: ErrorCode, message: string): void {
-  const body = JSON.stringify(errorBody(new AppError(code, message)));
+  writeErrorAnswer(response, new AppError(code, message), { close: true });
+}
+
+/**
+ * Writes an error answer without Fastify: the JSON body, the API's security headers and
+ * Retry-After when the error has one; `close` ends the connection after it.
+ */
+export function writeErrorAnswer(response: ServerResponse, error: AppError, options: { close?: boolean; requestId?: string } = {}): void {
+  const body = JSON.stringify(errorBody(error, options.requestId));
+  const { retryAfterSeconds } = error.details;
   response
-    .writeHead(ERRORS[code].status, {
+    .writeHead(error.status, {
       ...API_HEADERS,
       'content-type': 'application/json; charset=utf-8',
       'content-length': Buffer.byteLength(body),
-      connection: 'close',
+      ...(retryAfterSeconds !== undefined && { 'retry-after': String(retryAfterSeconds) }),
+      ...(options.close === true && { connection: 'close' }),
     })
     .end(body);
 }

@@ -1,7 +1,8 @@
+import { createServer } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { AdmissionGate } from '../src/intake/admission.js';
+import { AdmissionGate, shedBeforeRouting } from '../src/intake/admission.js';
 import { blockLoop, buildTestApp, fillGroupsInFlight, releaseStalledCommits, sendWebhook, stallCommits, waitFor, type TestApp, type TestTenant } from './helpers.js';
 import { scrape } from './support/metrics.js';
 import { answerAfter, exchange, openConnection, type RawResponse } from './support/raw-http.js';
@@ -74,6 +75,55 @@ describe('AdmissionGate', () => {
     expect(stopped.overloaded()).toBe(false);
     expect(off.admit()).toBe(true);
     expect(off.shedBy).toEqual({ event_loop_lag: 0, queue_wait: 0 });
+  });
+});
+
+describe('shedBeforeRouting', () => {
+  /**
+   * A bare node:http server whose handler asks shedBeforeRouting first, as the app's server
+   * does, and otherwise answers 299: which requests it refuses without Fastify.
+   */
+  async function serverWith(admitting: boolean) {
+    const gate = { admit: () => admitting } as AdmissionGate;
+    const metrics = { answered: vi.fn(), webhookAnswered: vi.fn() };
+    const early = shedBeforeRouting(gate, metrics);
+    const server = createServer((request, response) => {
+      if (!early(request, response)) response.writeHead(299).end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const statusOf = async (method: string, path: string) => (await fetch(`http://127.0.0.1:${port}${path}`, { method, body: method === 'POST' ? '{}' : undefined })).status;
+    return { server, metrics, statusOf };
+  }
+
+  test('refuses POSTs to a webhook address while the gate refuses, counted on the route the router would choose', async () => {
+    const { server, metrics, statusOf } = await serverWith(false);
+    try {
+      const refused = ['/api/webhooks/int_1', '/api/webhook/int_1', '/api/webhooks/int_1/', '/api/webhooks/int_1?x=1'];
+      const passed = ['/api/webhooks', '/api/webhooks/int_1/wh_1', '/api/webhooksx/int_1', '/api/v1/integrations', '/x/api/webhooks/int_1'];
+      expect(await Promise.all(refused.map((path) => statusOf('POST', path)))).toEqual(refused.map(() => 503));
+      expect(await Promise.all(passed.map((path) => statusOf('POST', path)))).toEqual(passed.map(() => 299));
+      expect(await statusOf('GET', '/api/webhooks/int_1')).toBe(299);
+      expect(metrics.webhookAnswered.mock.calls.map(([route]) => route)).toEqual([
+        '/api/webhooks/:integration_key',
+        '/api/webhook/:integration_key',
+        '/api/webhooks/:integration_key',
+        '/api/webhooks/:integration_key',
+      ]);
+      expect(metrics.answered).toHaveBeenCalledTimes(4);
+    } finally {
+      server.close();
+    }
+  });
+
+  test('passes everything on while the gate admits', async () => {
+    const { server, metrics, statusOf } = await serverWith(true);
+    try {
+      expect(await statusOf('POST', '/api/webhooks/int_1')).toBe(299);
+      expect(metrics.answered).not.toHaveBeenCalled();
+    } finally {
+      server.close();
+    }
   });
 });
 
@@ -204,6 +254,7 @@ describe('the admission gate over TCP', () => {
         blockLoop(150);
         return {};
       });
+
       await t.app.listen({ port: 0, host: '127.0.0.1' });
       const { port } = t.app.server.address() as AddressInfo;
       const body = JSON.stringify({ event: 'e', data: { pad: 'x'.repeat(7000) } });
@@ -220,12 +271,30 @@ describe('the admission gate over TCP', () => {
       expect(statusAndRetry(await answerAfter(slow, 0))).toBe('200 retry-after=-');
       const refusals = await Promise.all(senders.map((sender) => answerAfter(sender, 0)));
       expect(refusals.map(statusAndRetry)).toEqual(senders.map(() => '503 retry-after=1'));
+      // In the shape of every other error answer: the JSON body and the security headers.
+      const [refusal] = refusals;
+      expect(JSON.parse(refusal!.body)).toEqual({
+        error: 'Service unavailable',
+        message: 'The service is overloaded; retry later.',
+        code: 'service_unavailable',
+        request_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      });
+      expect(refusal!.headers).toMatchObject({
+        'content-type': 'application/json; charset=utf-8',
+        'x-content-type-options': 'nosniff',
+        'cache-control': 'no-store',
+        'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+      });
 
       // The refused bodies were skipped, not left in the way of the next request.
       await letLoopTurn();
       const accepted = await Promise.all(senders.map((sender) => exchange(sender, webhook)));
       expect(accepted.map(statusAndRetry)).toEqual(senders.map(() => '202 retry-after=-'));
-      expect((await scrape(t.app)).value('intake_requests_shed_total', { bound: 'event_loop_lag' })).toBe(5);
+      const metrics = await scrape(t.app);
+      expect(metrics.value('intake_requests_shed_total', { bound: 'event_loop_lag' })).toBe(5);
+      // Counted as every answer is, on the route the router would have chosen.
+      const shed = { method: 'POST', route: '/api/webhooks/:integration_key', status: '503', outcome: 'service_unavailable' };
+      expect(metrics.value('intake_webhook_requests_total', shed)).toBe(5);
     } finally {
       for (const socket of sockets) socket.destroy();
       await t.close();
