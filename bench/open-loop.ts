@@ -1,7 +1,7 @@
-import { Agent, request, type ClientRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { monotonicMs } from './clock.js';
 import type { LoadTarget } from './closed-loop.js';
+import { ConnectionPool } from './http-connections.js';
 
 /**
  * The warm-up the bench's measured open loops send before what they measure (see
@@ -80,8 +80,12 @@ export interface OpenLoopRun {
  */
 export function startOpenLoop(target: LoadTarget, options: OpenLoopOptions): OpenLoopRun {
   const url = new URL(target.url);
-  const agent = new Agent({ keepAlive: true, maxSockets: options.maxConnections });
-  const headers = { ...target.headers, 'content-length': String(target.body.length) };
+  const pool = new ConnectionPool(url.hostname, Number(url.port), options.maxConnections, {
+    method: 'POST',
+    path: url.pathname + url.search,
+    headers: target.headers,
+    body: target.body,
+  });
   const intervalMs = 1000 / options.ratePerSecond;
   const warmupTotal = Math.round(options.ratePerSecond * (options.warmupSeconds ?? 0));
   const total = warmupTotal + Math.round(options.ratePerSecond * options.seconds);
@@ -90,8 +94,6 @@ export function startOpenLoop(target: LoadTarget, options: OpenLoopOptions): Ope
   const warmupLatencies: number[] = [];
   const bySecond: number[][] = [];
   const lags: number[] = [];
-  // Requests not yet given a connection, with what settles each one.
-  const waitingForConnection = new Map<ClientRequest, (key: string | null) => void>();
   let outstanding = 0;
   let abandoned = 0;
   let stopped = false;
@@ -116,38 +118,28 @@ export function startOpenLoop(target: LoadTarget, options: OpenLoopOptions): Ope
       if (key !== null && measured) count(key);
       settle();
     };
-    const req = request(
-      { agent, host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers },
-      (res) => {
-        const chunks: Buffer[] = [];
-        const onAnswer = measured ? options.onAnswer : undefined;
-        if (onAnswer) res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        else res.resume();
-        res.on('end', () => {
-          const latency = performance.now() - dueAt;
-          if (!measured) warmupLatencies.push(latency);
-          else {
-            latencies.push(latency);
-            (bySecond[Math.floor((dueAt - measuredFrom) / 1000)] ??= []).push(latency);
-          }
-          onAnswer?.(res.statusCode ?? 0, Buffer.concat(chunks));
-          done(String(res.statusCode));
-        });
-        res.on('error', () => done('error'));
-      },
-    );
-    waitingForConnection.set(req, done);
     // The sender's clock starts when its request has a connection, and covers connecting
     // (a full accept queue makes the kernel drop SYNs, retried after 1, 3, 7 s…).
-    req.once('socket', () => {
-      waitingForConnection.delete(req);
+    const onConnection = () => {
       deadline = setTimeout(() => {
         done('timeout');
-        req.destroy();
+        exchange.cancel('timeout');
       }, options.timeoutMs);
+    };
+    const exchange = pool.send(onConnection, (answer) => {
+      if ('error' in answer) {
+        done(answer.error);
+        return;
+      }
+      const latency = performance.now() - dueAt;
+      if (!measured) warmupLatencies.push(latency);
+      else {
+        latencies.push(latency);
+        (bySecond[Math.floor((dueAt - measuredFrom) / 1000)] ??= []).push(latency);
+        options.onAnswer?.(answer.status, answer.body);
+      }
+      done(String(answer.status));
     });
-    req.on('error', (error: NodeJS.ErrnoException) => done(`error ${error.code ?? error.message}`));
-    req.end(target.body);
   };
 
   const start = performance.now();
@@ -164,24 +156,17 @@ export function startOpenLoop(target: LoadTarget, options: OpenLoopOptions): Ope
       }
       stopped = true;
       const stoppedAt = monotonicMs();
-      // The agent hands out connections on the next tick; only requests still without one
-      // after that are waiting for a busy connection, and those are never sent.
-      setImmediate(() => {
-        for (const [req, done] of waitingForConnection) {
-          abandoned++;
-          done(null);
-          req.destroy();
-        }
-        waitingForConnection.clear();
-        if (outstanding === 0) resolveFinished();
-        resolve(stoppedAt);
-      });
+      // Requests still waiting for a busy connection are never sent.
+      abandoned = pool.abandonWaiting();
+      outstanding -= abandoned;
+      if (outstanding === 0) resolveFinished();
+      resolve(stoppedAt);
     };
     tick();
   });
 
   const finished = allAnswered.then(() => {
-    agent.destroy();
+    pool.destroy();
     return {
       ratePerSecond: Math.round(options.ratePerSecond),
       seconds: options.seconds,
