@@ -48,6 +48,8 @@ export interface BenchResults {
   };
   /** One short round per target (the floor and the service) at each of settings.curveConnections. */
   curve: CurvePoint[];
+  /** The floor and the service at settings.connections, each request on a new connection (absent before 2026-11-29's r24). */
+  newConnectionEach?: CurvePoint[];
   openLoop: OpenLoopResult;
   /** The floor at the same rate as openLoop (absent before 2026-11-28's r21). */
   floorOpenLoop?: OpenLoopResult;
@@ -121,6 +123,7 @@ export function rows(results: BenchResults): Row[] {
         ]
       : []),
     ...destinationRows(results),
+    ...newConnectionRows(results),
     { measure: 'closed loop: floor p50/p99/p99.9', result: latencies(floor), target: '' },
     { measure: 'closed loop: service p50/p99/p99.9', result: latenciesOfFloor(closedLoop.service, floor), target: '' },
     { measure: 'closed loop: baseline p50/p99/p99.9', result: latenciesOfFloor(closedLoop.baseline, floor), target: '' },
@@ -186,6 +189,21 @@ export function rows(results: BenchResults): Row[] {
       result: `${overload.aliveAfter ? 'alive' : 'DEAD'}, exit ${results.serviceExitCode}`,
       target: 'alive, exit 0',
       pass: overload.aliveAfter && results.serviceExitCode === 0,
+    },
+  ];
+}
+
+/** The round with a new connection for each request, read against the floor's. */
+function newConnectionRows(results: BenchResults): Row[] {
+  const at = (target: string) => results.newConnectionEach?.find((point) => point.target === target);
+  const floor = at('floor');
+  const service = at('service');
+  if (!floor || !service) return [];
+  return [
+    {
+      measure: `a new connection each (Connection: close), ${results.settings.connections} connections: service, floor req/s`,
+      result: `${int(service.requestsPerSecond)} (${ratio(service.requestsPerSecond, floor.requestsPerSecond)} of floor), ${int(floor.requestsPerSecond)}`,
+      target: '',
     },
   ];
 }

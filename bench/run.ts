@@ -221,6 +221,12 @@ async function main(): Promise<void> {
   await sleep(2_000);
   process.stdout.write(`  concurrency curve: ${settings.curveConnections.join(', ')} connections, ${settings.curveSeconds} s each\n`);
   const curve = await runConcurrencyCurve(wrk, [floorTarget, serviceTarget], settings.curveConnections, settings.curveSeconds);
+  // Many senders of webhooks open a connection for each one. Node accepts one connection
+  // per turn of its event loop (libuv since 1.45), so this rate is how short each server
+  // keeps its turns, not how fast it handles a request on an open connection.
+  process.stdout.write(`  a new connection for each request (Connection: close), ${settings.connections} connections, ${settings.curveSeconds} s each\n`);
+  const closing = (target: LoadTarget): LoadTarget => ({ ...target, headers: { ...target.headers, connection: 'close' } });
+  const newConnectionEach = await runConcurrencyCurve(wrk, [closing(floorTarget), closing(serviceTarget)], [settings.connections], settings.curveSeconds);
 
   await sleep(2_000);
   process.stdout.write(`  open loop at ${Math.round(maxRate / 2)}/s for ${settings.seconds * 2} s after ${OPEN_LOOP_WARMUP_SECONDS} s of warm-up\n`);
@@ -299,6 +305,7 @@ async function main(): Promise<void> {
       baselinePeakRssMb,
     },
     curve,
+    newConnectionEach,
     openLoop,
     floorOpenLoop,
     destinations: {
