@@ -19,7 +19,8 @@ import { addSecurityHeaders, clientErrorHandler, hardenedServerFactory, security
 import { AddressGuard } from './destinations/address-guard.js';
 import { DeliveryDispatcher, type DispatcherOptions } from './destinations/dispatcher.js';
 import { DestinationSender } from './destinations/sender.js';
-import { AdmissionGate, OVERLOADED, shedBeforeRouting } from './intake/admission.js';
+import { AdmissionGate, OVERLOADED } from './intake/admission.js';
+import { shedBeforeRouting } from './intake/shed-before-routing.js';
 import { AuthFailureLimiter } from './intake/auth-failures.js';
 import { Authenticator } from './intake/authenticate.js';
 import { GroupCommitWriter, type GroupCommitOptions } from './intake/group-commit.js';
