@@ -98,7 +98,7 @@ export function hardenedServerFactory(limits: ServerLimits, beforeRouting?: Earl
 
 /**
  * Answers a request before Fastify sees it and returns true, or returns false to pass it on
- * (the server's cheapest place to refuse one: src/intake/admission.ts).
+ * (the server's cheapest place to refuse one: src/intake/shed-before-routing.ts).
  */
 export type EarlyAnswer = (request: IncomingMessage, response: ServerResponse) => boolean;
 
