@@ -6,7 +6,7 @@ import { connect, type Socket } from 'node:net';
  * far as its status, its Content-Length and its body. node:http's client made a request
  * object, an agent's bookkeeping and a parser's events for each one: at twice intake's
  * maximum (12,000 a second, 10,000 connections) the generator, sharing the two cores with
- * the service, fell 6-10 s behind its schedule, and the overload measured the generator
+ * the service, fell 5.9-10.4 s behind its schedule, and the overload measured the generator
  * (docs/performance.md, 2026-11-29).
  */
 
@@ -110,7 +110,8 @@ class Connection {
  */
 export class ConnectionPool {
   private readonly idle: Connection[] = [];
-  private readonly waiting: Pending[] = [];
+  /** Requests waiting for a connection, the next at `waitingFrom` (a queue without shift()'s copying). */
+  private readonly waiting: Array<Pending | undefined> = [];
   private waitingFrom = 0;
   private connections = 0;
   private readonly request: Buffer;
@@ -177,17 +178,15 @@ export class ConnectionPool {
     this.connections--;
     const at = this.idle.indexOf(connection);
     if (at >= 0) this.idle.splice(at, 1);
-    if (this.waitingFrom < this.waiting.length) {
-      const replacement = this.newConnection();
-      const next = replacement && this.nextWaiting();
-      if (replacement && next) replacement.send(next);
-    }
+    const next = this.nextWaiting();
+    // There is room for one connection more: this one is gone.
+    if (next) this.newConnection()!.send(next);
   }
 
   private nextWaiting(): Pending | undefined {
     if (this.waitingFrom === this.waiting.length) return undefined;
-    const next = this.waiting[this.waitingFrom]!;
-    this.waiting[this.waitingFrom++] = undefined as unknown as Pending;
+    const next = this.waiting[this.waitingFrom];
+    this.waiting[this.waitingFrom++] = undefined;
     if (this.waitingFrom === this.waiting.length) {
       this.waiting.length = 0;
       this.waitingFrom = 0;

@@ -221,9 +221,10 @@ async function main(): Promise<void> {
   await sleep(2_000);
   process.stdout.write(`  concurrency curve: ${settings.curveConnections.join(', ')} connections, ${settings.curveSeconds} s each\n`);
   const curve = await runConcurrencyCurve(wrk, [floorTarget, serviceTarget], settings.curveConnections, settings.curveSeconds);
-  // Many senders of webhooks open a connection for each one. Node accepts one connection
-  // per turn of its event loop (libuv since 1.45), so this rate is how short each server
-  // keeps its turns, not how fast it handles a request on an open connection.
+  // Many senders of webhooks open a connection for each one. Node 20 accepts one connection
+  // per turn of its event loop (libuv#3696; strace in docs/performance.md, 2026-11-29), so
+  // this rate is how short each server keeps its turns, not how fast it handles a request
+  // on an open connection.
   process.stdout.write(`  a new connection for each request (Connection: close), ${settings.connections} connections, ${settings.curveSeconds} s each\n`);
   const closing = (target: LoadTarget): LoadTarget => ({ ...target, headers: { ...target.headers, connection: 'close' } });
   const newConnectionEach = await runConcurrencyCurve(wrk, [closing(floorTarget), closing(serviceTarget)], [settings.connections], settings.curveSeconds);

@@ -75,7 +75,8 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   const logger = deps.logger ?? createLogger(config.logLevel);
   // One registry per app: a test process builds many apps.
   const metrics = new Metrics();
-  // Made before the server, which refuses the hot path's overload before routing.
+  // Made before the server, which refuses the hot path's overload before routing. It reads
+  // the writer made below; nothing reaches it before buildApp has returned and main listens.
   const admission = new AdmissionGate(config.maxEventLoopLagMs, {
     maxWaitMs: config.maxQueueWaitMs,
     waitMs: (now) => writer.oldestWaitMs(now),

@@ -255,7 +255,6 @@ describe('the admission gate over TCP', () => {
         blockLoop(150);
         return {};
       });
-
       await t.app.listen({ port: 0, host: '127.0.0.1' });
       const { port } = t.app.server.address() as AddressInfo;
       const body = JSON.stringify({ event: 'e', data: { pad: 'x'.repeat(7000) } });
