@@ -18,6 +18,7 @@ const root = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
 const dist = (path: string) => import(pathToFileURL(`${root}/dist/${path}`).href);
 const { openStore } = await dist('store/open-store.js');
 const { newId, newIntegrationKey, newWebhookUuid } = await dist('domain/ids.js');
+const { MAX_DESTINATIONS } = await dist('services/destinations.js');
 
 const COUNT = Number(args.count);
 const IDLE_DESTINATIONS = Number(args['idle-destinations']);
@@ -59,6 +60,7 @@ async function run(withDestination: boolean): Promise<void> {
       companyId,
       { id: newId('dst'), name: 'rounds', url: 'http://127.0.0.1:9/', integrationIds: null, eventPatterns: ['*'], headersSealed: null, headerNames: [], timeoutMs: 15_000, ratePerSecond: null, maxInFlight: ROUND, secretSealed: 'unused', createdAt: at },
       audit,
+      MAX_DESTINATIONS,
     );
   }
   if (withDestination) {
@@ -69,6 +71,7 @@ async function run(withDestination: boolean): Promise<void> {
         idleCompany,
         { id: newId('dst'), name: 'idle', url: 'http://127.0.0.1:9/', integrationIds: null, eventPatterns: ['*'], headersSealed: null, headerNames: [], timeoutMs: 15_000, ratePerSecond: null, maxInFlight: ROUND, secretSealed: 'unused', createdAt: at },
         audit,
+        MAX_DESTINATIONS,
       );
     }
   }

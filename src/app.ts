@@ -13,6 +13,7 @@ import { SignInGuard } from './admin/sign-in-guard.js';
 import { apiV1Routes } from './api/index.js';
 import { registerOpenApi } from './api/openapi.js';
 import type { Config } from './config.js';
+import { DeliveryMarks, ORIGIN_KEY_PURPOSE } from './domain/delivery-loop.js';
 import type { SecretBox } from './domain/secret-box.js';
 import { AppError, ERRORS, errorBody, type ErrorCode } from './errors.js';
 import { addSecurityHeaders, clientErrorHandler, hardenedServerFactory, securityHeaders } from './http-hardening.js';
@@ -34,6 +35,7 @@ import { Metrics } from './ops/metrics.js';
 import { buildMetricsServer, metricsRoute, observeRequests } from './ops/metrics-http.js';
 import { defaultReadLimits, ReadLimits, type ReadLimitOptions } from './api/read-limits.js';
 import { panelRoutes } from './admin/panel.js';
+import { Redeliveries, type RedeliveryOptions } from './services/redeliveries.js';
 import { SourceVerifier } from './sources/verifier.js';
 import type { Store } from './store/store.js';
 import { createLogger } from './logger.js';
@@ -52,6 +54,8 @@ export interface AppDeps {
   readLimits?: Partial<ReadLimitOptions>;
   /** The delivery workers' settings; tests give a clock, or `start: false` to drive them with runOnce. */
   delivery?: Partial<DispatcherOptions> & { start?: boolean };
+  /** Replays' and sends' bounds (src/services/redeliveries.ts); tests give a clock or a smaller budget. */
+  redeliveries?: Partial<RedeliveryOptions>;
 }
 
 /**
@@ -112,6 +116,8 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     accounts: new Accounts({ store, secrets: deps.secrets, guard, mailer, baseUrl: config.baseUrl, logger }),
   };
   const addressGuard = new AddressGuard(config.destinationAllow);
+  // The marks every delivery carries, by which intake knows its own when they come back.
+  const deliveryMarks = new DeliveryMarks(deps.secrets.derivedKeys(ORIGIN_KEY_PURPOSE));
   const keyCache = new KeyCache(store);
   await keyCache.start();
   const writer = new GroupCommitWriter(
@@ -141,6 +147,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     // Half of either bound: deliveries wait before intake has to refuse anything.
     underPressure: () => admission.overloaded(performance.now(), 0.5),
     onFirstAttempt: (ms) => metrics.firstAttempt(ms),
+    marks: deliveryMarks,
     ...deps.delivery,
   });
 
@@ -189,7 +196,17 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   );
   await app.register(
     async (scope) =>
-      apiV1Routes(scope as AppInstance, { config, store, authenticator, keyCache, lastUsed, secrets: deps.secrets, addressGuard, ...accountDeps }),
+      apiV1Routes(scope as AppInstance, {
+        config,
+        store,
+        authenticator,
+        keyCache,
+        lastUsed,
+        secrets: deps.secrets,
+        addressGuard,
+        redeliveries: new Redeliveries(store, { perHour: config.redeliveryBudgetPerHour, ...deps.redeliveries }),
+        ...accountDeps,
+      }),
     { prefix: '/api/v1' },
   );
   await app.register(async (scope) => {
@@ -211,6 +228,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
       counters,
       authFailures,
       sources: new SourceVerifier(deps.secrets, config.baseUrl, (provider, reason) => metrics.sourceRefused(provider, reason)),
+      deliveryMarks,
       metrics,
     });
   });

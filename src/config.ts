@@ -89,6 +89,12 @@ const ConfigSchema = Type.Object({
    */
   INTAKE_DELIVERY_LEASE_SECONDS: Type.Integer({ minimum: 1, maximum: 3600, default: 30 }),
   /**
+   * Deliveries one company may replay or send again an hour (src/services/redeliveries.ts),
+   * 10,000 at once at most: what bounds the requests one company can make intake send
+   * beyond what it receives.
+   */
+  INTAKE_REDELIVERY_BUDGET_PER_HOUR: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 20_000 }),
+  /**
    * A bearer token GET /metrics then asks for (`Authorization: Bearer …`); unset, /metrics
    * is open to whoever reaches it. At least 16 characters of RFC 6750's token alphabet.
    */
@@ -138,6 +144,8 @@ export interface Config {
   destinationDisableAfterMs: number;
   deliveryConcurrency: number;
   deliveryLeaseMarginMs: number;
+  /** Deliveries one company may replay or send again an hour. */
+  redeliveryBudgetPerHour: number;
   /** Undefined: /metrics asks for no token. */
   metricsToken: string | undefined;
   /** Undefined: /metrics is served on `port` with everything else. */
@@ -195,6 +203,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     destinationDisableAfterMs: raw.INTAKE_DESTINATION_DISABLE_AFTER_HOURS * 3_600_000,
     deliveryConcurrency: raw.INTAKE_DELIVERY_CONCURRENCY,
     deliveryLeaseMarginMs: raw.INTAKE_DELIVERY_LEASE_SECONDS * 1000,
+    redeliveryBudgetPerHour: raw.INTAKE_REDELIVERY_BUDGET_PER_HOUR,
     metricsToken: raw.INTAKE_METRICS_TOKEN,
     metricsPort: raw.INTAKE_METRICS_PORT,
   };

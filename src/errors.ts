@@ -119,6 +119,21 @@ export const ERRORS = {
     message: 'This setup link is wrong, expired or already used. Sign in, or ask the operator for a new link.',
   },
   conflict: { status: 409, title: 'Conflict', message: 'The request conflicts with the current state.' },
+  delivery_loop: {
+    status: 508,
+    title: 'Loop detected',
+    message: "This request is one of this intake's own deliveries coming back to a webhook address: a destination points at intake itself.",
+  },
+  redelivery_busy: {
+    status: 429,
+    title: 'Bulk operation under way',
+    message: "Another replay or send of this company's deliveries is under way; retry when it has finished.",
+  },
+  redelivery_budget_spent: {
+    status: 429,
+    title: 'Redelivery budget spent',
+    message: 'This company has replayed or sent as many deliveries as it may for now; retry later.',
+  },
   expectation_failed: { status: 417, title: 'Expectation failed', message: 'Only "Expect: 100-continue" is understood.' },
   not_found: { status: 404, title: 'Not found', message: 'The requested resource does not exist.' },
   method_not_allowed: { status: 405, title: 'Method not allowed', message: 'This method is not allowed on this path.' },

@@ -100,6 +100,13 @@ test('create, list, pause, resume, replay, delete', async () => {
     after.close();
   }
 
+  // Without --rate, the service's default; `none` is no limit.
+  const byDefault = (await runCliJson(['destination', 'create', '--company', company, '--name', 'Default rate', '--url', 'https://d.example.invalid/'], env)).json;
+  expect(byDefault).toMatchObject({ rate_per_second: 100 });
+  const unlimited = (await runCliJson(['destination', 'create', '--company', company, '--name', 'No limit', '--url', 'https://n.example.invalid/', '--rate', 'none'], env)).json;
+  expect(unlimited).toMatchObject({ rate_per_second: null });
+  for (const extra of [byDefault, unlimited]) await runCliJson(['destination', 'delete', '--destination', String(extra.id)], env);
+
   const deleted = (await runCliJson(['destination', 'delete', '--destination', id], env)).json;
   expect(deleted).toEqual({ id, deleted: true });
   expect((await runCliJson(['destination', 'list', '--company', company], env)).json).toEqual({ data: [] });
@@ -109,7 +116,8 @@ test('refusals: one line on stderr naming what is wrong, exit 1, nothing stored'
   const company = String((await runCliJson(['company', 'create', '--name', 'CLI refusals'], env)).json.id);
   for (const [args, message] of [
     [['--url', 'http://127.0.0.1:8080/'], /^intake: url: 127\.0\.0\.1 is a loopback address\.$/],
-    [['--url', 'https://ok.example.invalid/', '--header', 'Host: evil'], /^intake: headers: Host is set by intake/],
+    [['--url', 'https://ok.example.invalid/', '--header', 'Host: evil'], /^intake: headers: Host belongs to the connection/],
+    [['--url', 'https://ok.example.invalid/', '--rate', 'fast'], /^intake: "fast" is not a whole number\.$/],
     [['--url', 'https://ok.example.invalid/', '--header', 'no colon'], /^intake: --header must be "Name: value"/],
     [['--url', 'https://ok.example.invalid/', '--timeout-ms', '10'], /^intake: timeout_ms must be a whole number from 1000 to 60000/],
     [['--url', 'https://ok.example.invalid/', '--integration', 'int_0000000000000000000000'], /^intake: integration_ids: no integration/],

@@ -219,7 +219,7 @@ describe('ids', () => {
       const management = new Management(fresh.store, { environment: 'development', baseUrl: 'http://localhost', defaultBodyLimit: 1024, secrets: testSecretBox() }, actor, () => at);
       const destinations = new DestinationManagement(
         fresh.store,
-        { environment: 'development', secrets: testSecretBox(), addressGuard: new AddressGuard(parseCidrList('127.0.0.1/32')) },
+        { environment: 'development', secrets: testSecretBox(), addressGuard: new AddressGuard(parseCidrList('127.0.0.1/32')), baseUrl: 'http://localhost' },
         actor,
         () => at,
       );

@@ -45,13 +45,17 @@ export interface TestApp {
 /**
  * The whole app on a fresh database of the project's dialect, without a port (use app.inject);
  * `readLimits` shortens bounds for a test, `delivery` sets the delivery workers (a clock, or
- * `start: false` to drive them with app.dispatcher.runOnce()).
+ * `start: false` to drive them with app.dispatcher.runOnce()), `secrets` another deployment's key
+ * (its management still seals with the test key: give such an app no provider sources).
  */
-export async function buildTestApp(env: Record<string, string> = {}, options: Pick<AppDeps, 'readLimits' | 'delivery'> = {}): Promise<TestApp> {
+export async function buildTestApp(
+  env: Record<string, string> = {},
+  options: Pick<AppDeps, 'readLimits' | 'delivery' | 'redeliveries'> & { secrets?: SecretBox } = {},
+): Promise<TestApp> {
   const database = await freshStore();
   const { store, cleanup } = database;
   const config = loadConfig({ LOG_LEVEL: 'silent', ...ADMISSION_GATE_OFF, ...env });
-  const app = await buildApp({ config, store, logger: pino({ level: 'silent' }), secrets: testSecretBox(), ...options });
+  const app = await buildApp({ config, store, logger: pino({ level: 'silent' }), ...options, secrets: options.secrets ?? testSecretBox() });
   const management = new Management(
     store,
     { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit, secrets: testSecretBox() },

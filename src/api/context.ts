@@ -14,6 +14,7 @@ import type { Authenticator } from '../intake/authenticate.js';
 import type { KeyCache } from '../intake/key-cache.js';
 import type { LastUsedTracker } from '../intake/last-used.js';
 import { DestinationManagement } from '../services/destinations.js';
+import type { Redeliveries } from '../services/redeliveries.js';
 import { Management, type ManagementOptions } from '../services/management.js';
 import type { Actor, Role, SessionRecord, Store } from '../store/store.js';
 
@@ -34,6 +35,8 @@ export interface ApiDeps {
   secrets: SecretBox;
   /** Judges destinations' URLs (server-side request forgery). */
   addressGuard: AddressGuard;
+  /** Replays and sends, bounded per company and stepped on this node (one for the app). */
+  redeliveries: Redeliveries;
 }
 
 /** Who is calling /api/v1, for which company, allowed to do what. */
@@ -195,7 +198,7 @@ export function managementFor(deps: ApiDeps, request: FastifyRequest): Managemen
 
 /** The destination service acting for this request's caller. */
 export function destinationsFor(deps: ApiDeps, request: FastifyRequest): DestinationManagement {
-  const options = { environment: deps.config.environment, secrets: deps.secrets, addressGuard: deps.addressGuard };
+  const options = { environment: deps.config.environment, secrets: deps.secrets, addressGuard: deps.addressGuard, baseUrl: deps.config.baseUrl };
   return new DestinationManagement(deps.store, options, principalOf(request).actor);
 }
 

@@ -2,9 +2,9 @@ import { Type } from 'typebox';
 import type { AppInstance } from '../app-instance.js';
 import { parseOptionalTime } from '../domain/time.js';
 import { AppError } from '../errors.js';
-import { MAX_PER_CALL, MAX_SEND_UUIDS } from '../services/destinations.js';
+import { DEFAULT_REPLAY_COOLDOWN_MS, MAX_PER_CALL, MAX_SEND_UUIDS } from '../services/redeliveries.js';
 import { STATS_MAX_ATTEMPTS } from '../store/store.js';
-import { destinationsFor, principalOf, requirePermission, type ApiDeps } from './context.js';
+import { principalOf, requirePermission, type ApiDeps } from './context.js';
 import { PAYLOADS_NEED_LOGS_READ } from './destinations.js';
 import {
   AttemptSchema,
@@ -36,6 +36,7 @@ export async function deliveryRoutes(app: AppInstance, deps: ApiDeps): Promise<v
   const tags = ['Deliveries'];
   const limits = app.readLimits;
   const busyText = limits.describeHeavyReads();
+  const budgetText = `${deps.redeliveries.perHour} an hour, ${deps.redeliveries.burst} at once`;
 
   app.get(
     '/deliveries',
@@ -117,14 +118,15 @@ export async function deliveryRoutes(app: AppInstance, deps: ApiDeps): Promise<v
         summary: 'Replay a delivery',
         description:
           'Starts a new attempt series (series + 1, attempts from 0), due now, or held while its destination is paused or ' +
-          'disabled; whatever its state, but cancelled (409: its destination was deleted). An attempt in flight is not counted.',
+          'disabled; whatever its state, but cancelled (409: its destination was deleted). An attempt in flight is not counted. ' +
+          `Takes one of the company's redelivery budget (${budgetText}): 429 with Retry-After once it is spent.`,
         params: DeliveryParams,
         response: { 200: Type.Object({ delivery: DeliverySchema }), ...ERROR_RESPONSES },
       },
     },
     async (request) => {
-      const { companyId } = principalOf(request);
-      return { delivery: presentDelivery(await destinationsFor(deps, request).replayDelivery(companyId, request.params.delivery_id)) };
+      const { companyId, actor } = principalOf(request);
+      return { delivery: presentDelivery(await deps.redeliveries.replayOne(companyId, request.params.delivery_id, actor)) };
     },
   );
 
@@ -137,28 +139,42 @@ export async function deliveryRoutes(app: AppInstance, deps: ApiDeps): Promise<v
         summary: "Replay a destination's deliveries",
         description:
           'A new series for each of its deliveries that match the filters (`since` and `until` on when the delivery was made), ' +
-          `oldest first, at most ${MAX_PER_CALL} per call: \`more\` says to call again. Cancelled and in-flight deliveries are left out.`,
+          `oldest first, at most ${MAX_PER_CALL} per call: \`more\` says to call again (from \`next_since\` when given). ` +
+          'Left out: cancelled deliveries, pending ones (their series is still running: replay one by its id to restart it) and ' +
+          `those replayed less than ${DEFAULT_REPLAY_COOLDOWN_MS / 1000} s ago, so a repeated call sends nothing twice. ` +
+          `One replay or send per company at a time (429 redelivery_busy with Retry-After otherwise); each delivery replayed ` +
+          `takes one of the company's budget (${budgetText}; 429 redelivery_budget_spent once spent).`,
         body: Type.Object({
           destination_id: Id('dst'),
-          state: Type.Optional(DeliveryStateSchema),
+          state: Type.Optional(
+            Type.Union(DeliveryStateSchema.anyOf, { description: 'Only deliveries in this state: held, succeeded or failed (pending and cancelled ones are never replayed in bulk: 400).' }),
+          ),
           event: Type.Optional(Event),
           since: Type.Optional(Since),
           until: Type.Optional(Until),
         }),
-        response: { 200: Type.Object({ replayed: Type.Integer(), more: Type.Boolean() }), ...ERROR_RESPONSES },
+        response: {
+          200: Type.Object({
+            replayed: Type.Integer(),
+            more: Type.Boolean(),
+            next_since: Type.Optional(Type.String({ format: 'date-time', description: 'Where the next call should start its range.' })),
+          }),
+          ...ERROR_RESPONSES,
+        },
       },
     },
     async (request) => {
-      const { companyId } = principalOf(request);
+      const { companyId, actor } = principalOf(request);
       const body = request.body;
-      const outcome = await destinationsFor(deps, request).replayDeliveries(companyId, {
+      const filter = {
         destinationId: body.destination_id,
         state: body.state,
         event: body.event,
         since: parseOptionalTime(body.since, 'since'),
         until: parseOptionalTime(body.until, 'until'),
-      });
-      return { replayed: outcome.count, more: outcome.more };
+      };
+      const outcome = await deps.redeliveries.replay(companyId, filter, actor);
+      return { replayed: outcome.count, more: outcome.more, ...(outcome.nextSince !== undefined && { next_since: iso(outcome.nextSince) }) };
     },
   );
 
@@ -173,7 +189,9 @@ export async function deliveryRoutes(app: AppInstance, deps: ApiDeps): Promise<v
           'Makes deliveries for webhooks already stored that have none to this destination (one added after they arrived): ' +
           `up to ${MAX_SEND_UUIDS} named by uuid (whatever the filters), or the range from \`since\` (to \`until\`, of one ` +
           `\`event\`) that the destination's integrations and event patterns match, oldest first, at most ${MAX_PER_CALL} per ` +
-          'call. `skipped`: those it already had. `more`: call again, from `next_since` when given. Needs logs:read as well.',
+          'call. `skipped`: those it already had. `more`: call again, from `next_since` when given. Needs logs:read as well. ' +
+          `One replay or send per company at a time (429 redelivery_busy with Retry-After otherwise); each delivery made takes ` +
+          `one of the company's redelivery budget (${budgetText}; 429 redelivery_budget_spent once spent).`,
         params: DestinationParams,
         body: Type.Object({
           webhook_uuids: Type.Optional(Type.Array(WebhookUuid, { minItems: 1, maxItems: MAX_SEND_UUIDS })),
@@ -194,14 +212,14 @@ export async function deliveryRoutes(app: AppInstance, deps: ApiDeps): Promise<v
     },
     async (request) => {
       requirePermission(request, 'logs:read', PAYLOADS_NEED_LOGS_READ);
-      const { companyId } = principalOf(request);
+      const { companyId, actor } = principalOf(request);
       const body = request.body;
-      const outcome = await destinationsFor(deps, request).send(companyId, request.params.destination_id, {
+      const outcome = await deps.redeliveries.send(companyId, request.params.destination_id, {
         webhookUuids: body.webhook_uuids,
         since: parseOptionalTime(body.since, 'since'),
         until: parseOptionalTime(body.until, 'until'),
         event: body.event,
-      });
+      }, actor);
       return {
         created: outcome.count,
         skipped: outcome.skipped,

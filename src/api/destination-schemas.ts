@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import { MAX_HEADERS } from '../domain/destination-headers.js';
-import { MAX_INTEGRATION_IDS } from '../services/destinations.js';
+import { DEFAULT_RATE_PER_SECOND, MAX_INTEGRATION_IDS } from '../services/destinations.js';
 import type { Delivery, DeliveryAttempt, Destination } from '../store/store.js';
 import { Id, NullableInteger, NullableTimestamp, Timestamp, iso } from './schemas.js';
 
@@ -33,7 +33,7 @@ export const DestinationSchema = Type.Object(
     event_patterns: Type.Array(Type.String(), { description: '`*` matches any run of characters, dots included.' }),
     header_names: Type.Array(Type.String(), { description: 'The extra headers sent; their values are write-only.' }),
     timeout_ms: Type.Integer(),
-    rate_per_second: Type.Union([Type.Integer(), Type.Null()], { description: 'null: no limit.' }),
+    rate_per_second: Type.Union([Type.Integer(), Type.Null()], { description: 'Requests a second at most, spaced 1/rate apart; null: no limit.' }),
     max_in_flight: Type.Integer(),
     status: DestinationStatusSchema,
     disabled_reason: Type.Union([Type.String(), Type.Null()], { description: 'Why intake disabled it, in words.' }),
@@ -112,11 +112,17 @@ export const DestinationSettings = {
     maxProperties: MAX_HEADERS,
     description:
       `Up to ${MAX_HEADERS} extra headers to send, {name: value}: names up to 100 characters, values up to 4096, no control ` +
-      'characters. Not host, content-*, connection, user-agent, webhook-* or x-intake-*. The values are sealed and never shown ' +
-      'again; a change replaces the whole set.',
+      'characters nor anything beyond Latin-1. Not user-agent, content-*, webhook-* or x-intake-* (intake sets them), nor ' +
+      'the connection\'s: host, connection, keep-alive, proxy-connection, te, trailer, transfer-encoding, upgrade, expect, ' +
+      'http2-settings. The values are sealed and never shown again; a change replaces the whole set, and a change of the ' +
+      "url to another origin removes it unless the same request sets it.",
   }),
   timeout_ms: Type.Integer({ minimum: 1000, maximum: 60_000, description: 'Per attempt; default 15000.' }),
-  rate_per_second: NullableInteger({ minimum: 1, maximum: 10_000, description: 'Requests a second at most; null (the default): no limit.' }),
+  rate_per_second: NullableInteger({
+    minimum: 1,
+    maximum: 10_000,
+    description: `Requests a second at most, across every node, spaced 1/rate apart (no second ever holds more); default ${DEFAULT_RATE_PER_SECOND}; null: no limit.`,
+  }),
   max_in_flight: Type.Integer({ minimum: 1, maximum: 1000, description: 'Requests in flight at once at most; default 100.' }),
 };
 

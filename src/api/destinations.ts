@@ -112,8 +112,11 @@ export async function destinationRoutes(app: AppInstance, deps: ApiDeps): Promis
         tags,
         summary: 'Update a destination',
         description:
-          'Changes only the fields sent; `headers` replaces the whole set ({} removes them). Webhooks accepted from now on follow ' +
-          'the new filters; deliveries already made keep theirs. Changing url, integration_ids or event_patterns needs logs:read as well.',
+          'Changes only the fields sent; `headers` replaces the whole set ({} removes them). A `url` of another origin (scheme, ' +
+          'host or port) than the current one removes the headers unless the same request sets them: they are most often ' +
+          "credentials for the current receiver (`header_names` in the answer shows what is kept). Webhooks accepted from now on " +
+          'follow the new filters; deliveries already made keep theirs. Changing url, integration_ids or event_patterns needs ' +
+          'logs:read as well.',
         params: DestinationParams,
         body: Type.Partial(Type.Object(DestinationSettings), { minProperties: 1 }),
         response: { 200: DestinationSchema, ...ERROR_RESPONSES },
@@ -169,13 +172,13 @@ export async function destinationRoutes(app: AppInstance, deps: ApiDeps): Promis
             ? 'Its deliveries are held (new ones too) until it is resumed; an attempt in flight finishes.'
             : 'Its held deliveries are sent again. Also re-enables a destination intake disabled, and clears its failure streak.',
           params: DestinationParams,
-          response: { 200: Type.Object({ destination: DestinationSchema }), ...ERROR_RESPONSES },
+          // The destination as it is now, as GET and PATCH answer it (and as integrations' routes do).
+          response: { 200: DestinationSchema, ...ERROR_RESPONSES },
         },
       },
       async (request: FastifyRequest<{ Params: { destination_id: string } }>) => {
         const { companyId } = principalOf(request);
-        const destination = await destinationsFor(deps, request).setPaused(companyId, request.params.destination_id, paused);
-        return { destination: presentDestination(destination) };
+        return presentDestination(await destinationsFor(deps, request).setPaused(companyId, request.params.destination_id, paused));
       },
     );
   }

@@ -17,7 +17,7 @@ export const RequestLogRecordSchema = Type.Object(
     status: Type.Integer({ description: 'The HTTP status answered.' }),
     error_code: NullableString('The error code answered (see the error table), null when accepted.'),
     reason: NullableString('Why the request was refused, in words; null when accepted.'),
-    key_id: NullableString('The key sent, when it was valid (never the key itself).'),
+    key_id: NullableString('The key sent, when it was valid (never the key itself), or the source secret (sec_…) whose signature verified.'),
     ip: Type.String({ description: "The sender's IP." }),
     user_agent: NullableString('As sent, cut to 512 characters.'),
     size_bytes: Type.Integer({ description: 'Body size in bytes.' }),
@@ -50,7 +50,12 @@ export async function requestLogRoutes(app: AppInstance, deps: ApiDeps): Promise
             }),
           ),
           error_code: Type.Optional(Type.String({ pattern: '^[a-z][a-z0-9_]{0,63}$', description: 'Only this error code.' })),
-          key_id: Type.Optional(Id('key', 'Only requests made with this key.')),
+          key_id: Type.Optional(
+            Type.String({
+              pattern: '^(?:key|sec)_[A-Za-z0-9]{22}$',
+              description: 'Only requests made with this key (key_…), or verified with this source secret (sec_…).',
+            }),
+          ),
           since: Type.Optional(Type.String({ format: 'date-time', description: 'Received at or after (ISO-8601).' })),
           until: Type.Optional(Type.String({ format: 'date-time', description: 'Received before (ISO-8601).' })),
         }),

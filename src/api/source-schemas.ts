@@ -44,10 +44,10 @@ export const SourceBody = Type.Object(
   {
     type: SourceTypeSchema,
     config: Type.Optional(SourceConfigSchema),
+    // No maxLength here: the settings' check says what is too long, naming the field.
     secret: Type.Optional(
       Type.String({
-        maxLength: MAX_SECRET_LENGTH,
-        description: 'The signing secret the provider shows you (Stripe, Shopify, Slack, Twilio need it). Absent: intake generates one, shown once.',
+        description: `The signing secret the provider shows you (Stripe, Shopify, Slack, Twilio need it), at most ${MAX_SECRET_LENGTH} characters. Absent: intake generates one, shown once.`,
       }),
     ),
   },

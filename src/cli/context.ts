@@ -5,14 +5,18 @@ import type { SecretBox } from '../domain/secret-box.js';
 import { openSecretBox } from '../secrets.js';
 import { DestinationManagement } from '../services/destinations.js';
 import { Management } from '../services/management.js';
+import { Redeliveries } from '../services/redeliveries.js';
 import { openStore } from '../store/open-store.js';
-import type { Store } from '../store/store.js';
+import type { Actor, Store } from '../store/store.js';
 
 export interface CommandContext {
   config: Config;
   store: Store;
   management: Management;
   destinations: DestinationManagement;
+  redeliveries: Redeliveries;
+  /** Who the audit log says made a change: the operating-system account that ran the command. */
+  actor: Actor;
   secrets: SecretBox;
 }
 
@@ -34,8 +38,9 @@ export async function withStore<T>(
       actor,
     );
     const addressGuard = new AddressGuard(config.destinationAllow);
-    const destinations = new DestinationManagement(store, { environment: config.environment, secrets, addressGuard }, actor);
-    return await run({ config, store, management, destinations, secrets });
+    const destinations = new DestinationManagement(store, { environment: config.environment, secrets, addressGuard, baseUrl: config.baseUrl }, actor);
+    const redeliveries = new Redeliveries(store, { perHour: config.redeliveryBudgetPerHour });
+    return await run({ config, store, management, destinations, redeliveries, actor, secrets });
   } finally {
     await store.close();
   }

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import type { PageCursor } from '../domain/cursor.js';
 import { parseOptionalTime } from '../domain/time.js';
 import { AppError } from '../errors.js';
+import { DEFAULT_RATE_PER_SECOND } from '../services/destinations.js';
 import type { Destination, DeliveryState } from '../store/store.js';
 import { iso, print, withStore, type CommandContext } from './context.js';
 import { parseWhole } from './integration.js';
@@ -24,7 +25,7 @@ export function registerDestinationCommands(program: Command): void {
     .option('--event <pattern>', 'only events matching this pattern, * for any run of characters (repeat; * when absent)', collect, [])
     .option('--header <"Name: value">', 'an extra header to send, its value kept sealed (repeat)', collect, [])
     .option('--timeout-ms <ms>', 'per attempt, 1000 to 60000 (default 15000)', parseWhole)
-    .option('--rate <per-second>', 'requests a second at most (no limit when absent)', parseWhole)
+    .option('--rate <per-second>', `requests a second at most, or "none" for no limit (default ${DEFAULT_RATE_PER_SECOND})`, parseRate)
     .option('--max-in-flight <n>', 'requests at once at most (default 100)', parseWhole)
     .option('--json', 'print one JSON object')
     .action(
@@ -36,7 +37,7 @@ export function registerDestinationCommands(program: Command): void {
         event: string[];
         header: string[];
         timeoutMs?: number;
-        rate?: number;
+        rate?: number | 'none';
         maxInFlight?: number;
         json?: boolean;
       }) =>
@@ -48,7 +49,7 @@ export function registerDestinationCommands(program: Command): void {
             eventPatterns: options.event.length === 0 ? undefined : options.event,
             headers: parseHeaders(options.header),
             timeoutMs: options.timeoutMs,
-            ratePerSecond: options.rate,
+            ratePerSecond: options.rate === 'none' ? null : options.rate,
             maxInFlight: options.maxInFlight,
           });
           print(
@@ -114,9 +115,9 @@ export function registerDestinationCommands(program: Command): void {
 
   destination
     .command('replay')
-    .description('a new attempt series for its deliveries that match (at most 10000 a call; "more" says run it again)')
+    .description('a new attempt series for its deliveries that match, but pending ones and those replayed in the last minute (at most 10000 a call; "more" says run it again)')
     .requiredOption('--destination <id>', 'destination id (dst_…)')
-    .option('--state <state>', 'only deliveries in this state: pending, held, succeeded, failed')
+    .option('--state <state>', 'only deliveries in this state: held, succeeded, failed (pending ones are in their series already)')
     .option('--event <event>', 'only this event, exactly')
     .option('--since <time>', 'made at or after (ISO-8601)')
     .option('--until <time>', 'made before (ISO-8601)')
@@ -125,14 +126,14 @@ export function registerDestinationCommands(program: Command): void {
       (options: { destination: string; state?: string; event?: string; since?: string; until?: string; json?: boolean }) =>
         withStore(async (context) => {
           const companyId = await companyOfDestination(context, options.destination);
-          const outcome = await context.destinations.replayDeliveries(companyId, {
+          const outcome = await context.redeliveries.replay(companyId, {
             destinationId: options.destination,
             state: options.state as DeliveryState | undefined,
             event: options.event,
             since: parseOptionalTime(options.since, 'since'),
             until: parseOptionalTime(options.until, 'until'),
-          });
-          print({ replayed: outcome.count, more: outcome.more }, options);
+          }, context.actor);
+          print({ replayed: outcome.count, more: outcome.more, ...(outcome.nextSince !== undefined && { next_since: iso(outcome.nextSince) }) }, options);
         }),
     );
 }
@@ -159,6 +160,14 @@ function shown(destination: Destination) {
     max_in_flight: destination.maxInFlight,
     created_at: iso(destination.createdAt),
   };
+}
+
+/**
+ * `--rate`: a whole number, or `none` for no limit (the service's default applies when it is
+ * absent). Kept as `none` here: commander takes a parser's null for a flag given without a value.
+ */
+function parseRate(text: string): number | 'none' {
+  return text === 'none' ? 'none' : parseWhole(text);
 }
 
 function collect(value: string, previous: string[]): string[] {

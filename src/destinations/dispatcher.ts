@@ -1,9 +1,10 @@
 import type { Logger } from 'pino';
 import type { SecretBox } from '../domain/secret-box.js';
-import { keptContentType } from '../domain/webhook-body.js';
+import type { DeliveryMarks } from '../domain/delivery-loop.js';
+import { keptForDelivery } from '../domain/webhook-body.js';
 import type { AttemptResult, ClaimedDelivery, PendingWebhook, Store, WebhookBody } from '../store/store.js';
 import { nextAttemptAt } from './schedule.js';
-import type { AttemptOutcome, DestinationSender } from './sender.js';
+import { causeOf, type AttemptCause, type AttemptOutcome, type DestinationSender } from './sender.js';
 import { signatureHeaders } from './signing.js';
 
 export interface DispatcherOptions {
@@ -27,6 +28,8 @@ export interface DispatcherOptions {
   maxWaitForAttemptsMs?: number;
   /** Results this node writes between two vacuums of the deliveries table; default VACUUM_AFTER_RESULTS. */
   vacuumAfterResults?: number;
+  /** The marks of intake's own deliveries (src/domain/delivery-loop.ts), which every request carries. */
+  marks: DeliveryMarks;
   /** Whether intake is near one of its bounds: delivery waits, so intake never sheds first. */
   underPressure: () => boolean;
   /** The clock of claims, schedules and signatures (tests move it by hours). */
@@ -333,6 +336,9 @@ export class DeliveryDispatcher {
   }
 
   private async attempt(delivery: ClaimedDelivery, webhook: WebhookBody | null): Promise<void> {
+    // A rated destination's slot (RATE_HORIZON_MS ahead at most); its lease covers the wait.
+    const wait = delivery.sendAt - this.now();
+    if (wait > 0) await pause(wait);
     const attemptedAt = this.now();
     if (delivery.series === 0 && delivery.attempt === 1) this.options.onFirstAttempt?.(attemptedAt - delivery.webhookReceivedAt);
     let outcome: AttemptOutcome = { ok: false, status: null, error: 'other', durationMs: 0, responseExcerpt: null, retryAfterMs: null };
@@ -346,10 +352,11 @@ export class DeliveryDispatcher {
         });
       }
     } catch (error) {
-      // Ours, not the receiver's (a secret this node cannot open, a header Node refuses): a
-      // failed attempt like any, so the delivery goes on through its schedule.
-      this.log.error({ err: error, deliveryId: delivery.id }, 'a delivery attempt could not be made');
+      // Ours, not the receiver's (a secret this node cannot open): a failed attempt like
+      // any, so the delivery goes on through its schedule; logged below with its cause.
+      outcome = { ...outcome, cause: causeOf(error) };
     }
+    this.logAttempt(delivery, outcome, webhook === null);
     const finishedAt = this.now();
     const next =
       outcome.ok || webhook === null
@@ -378,19 +385,39 @@ export class DeliveryDispatcher {
     });
   }
 
+  /**
+   * An attempt that failed for no class the attempt log can name (`other`: the request
+   * could not be made, undici refused it, the answer could not be parsed) is a warning with
+   * its cause, which only the log keeps; every attempt is a debug line. Never a header's
+   * value nor a body: the cause is an error's type, code and message alone.
+   */
+  private logAttempt(delivery: ClaimedDelivery, outcome: AttemptOutcome, purged: boolean): void {
+    const error = purged ? 'webhook_purged' : outcome.error;
+    const fields = { deliveryId: delivery.id, destinationId: delivery.destinationId, series: delivery.series, attempt: delivery.attempt };
+    if (error === 'other') {
+      const cause: AttemptCause = outcome.cause ?? { type: 'Unknown', message: 'no cause was given' };
+      this.log.warn({ ...fields, cause }, 'delivery attempt failed with error class other');
+    }
+    if (this.log.isLevelEnabled('debug')) {
+      this.log.debug({ ...fields, status: outcome.status, error, durationMs: Math.round(outcome.durationMs) }, 'delivery attempt');
+    }
+  }
+
   /** The Standard Webhooks headers, ours, and the destination's own (opened only here). */
   private headersOf(delivery: ClaimedDelivery, webhook: WebhookBody, attemptedAt: number): Record<string, string> {
     const { destination } = delivery;
     const secrets = [destination.secretSealed, destination.previousSecretSealed].filter((s): s is string => s !== null).map((s) => this.open(s));
-    const extra = destination.headersSealed === null ? {} : (JSON.parse(this.open(destination.headersSealed)) as Record<string, string>);
+    const extra = destination.headersSealed === null ? {} : headersOfJson(this.open(destination.headersSealed));
     return {
       ...extra,
       'content-type': webhook.contentType,
       'user-agent': USER_AGENT,
-      'x-intake-event': delivery.event,
+      'x-intake-event': eventHeader(delivery.event),
       'x-intake-integration-id': delivery.integrationId,
       'x-intake-delivery-id': delivery.id,
       'x-intake-attempt': String(delivery.attempt),
+      // x-intake-origin and x-intake-hops: how intake knows its own deliveries when they come back.
+      ...this.options.marks.mark(delivery.id, webhook.hops),
       ...signatureHeaders({ webhookId: delivery.webhookUuid, timestampSeconds: Math.floor(attemptedAt / 1000), body: webhook.rawBody, secrets }),
     };
   }
@@ -415,7 +442,38 @@ function keptBytes(webhook: PendingWebhook): number {
   return webhook.rawBody.length + webhook.headers.length + 512;
 }
 
+/**
+ * The event name as `x-intake-event` carries it. A header holds bytes 0x20-0x7e and Latin-1
+ * at most, so an event of other scripts (`order.東京`) made every attempt fail; now each
+ * UTF-8 byte outside printable ASCII (0x21-0x7e), `%` and the space are percent-encoded as
+ * encodeURIComponent would, so that an ASCII name goes out as it is and
+ * `decodeURIComponent` on the receiver's side always gives the exact name back.
+ */
+function eventHeader(event: string): string {
+  if (PLAIN_EVENT.test(event)) return event;
+  let value = '';
+  for (const byte of Buffer.from(event, 'utf8')) {
+    value += byte > 0x20 && byte < 0x7f && byte !== PERCENT ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return value;
+}
+
+const PLAIN_EVENT = /^[\x21-\x24\x26-\x7e]*$/;
+const PERCENT = 0x25;
+
+/**
+ * The destination's headers, opened. Not JSON.parse's own error when they do not parse:
+ * its message quotes the text, the headers' values.
+ */
+function headersOfJson(opened: string): Record<string, string> {
+  try {
+    return JSON.parse(opened) as Record<string, string>;
+  } catch {
+    throw new Error("the destination's sealed headers do not open to a JSON object");
+  }
+}
+
 /** What a delivery sends of a webhook committed here: its body, as it arrived. */
 function bodyOf(webhook: PendingWebhook): WebhookBody {
-  return { rawBody: webhook.rawBody, contentType: keptContentType(webhook.headers), payloadFormat: webhook.payloadFormat ?? 'envelope' };
+  return { rawBody: webhook.rawBody, ...keptForDelivery(webhook.headers), payloadFormat: webhook.payloadFormat ?? 'envelope' };
 }

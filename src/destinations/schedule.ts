@@ -64,9 +64,17 @@ export interface FinishedAttempt {
   random?: () => number;
 }
 
-/** When the next attempt after a failed one is due (ms since the epoch); null after the last. */
+/**
+ * 508 Loop Detected (RFC 5842): what intake's own webhook addresses answer a delivery of
+ * theirs that came back (src/domain/delivery-loop.ts). A loop answers the same every
+ * time, and each retry would go round it again: the delivery fails at once.
+ */
+export const LOOP_DETECTED = 508;
+
+/** When the next attempt after a failed one is due (ms since the epoch); null after the last, or after a loop. */
 export function nextAttemptAt({ attempt, now, status, retryAfterMs, random = uniform }: FinishedAttempt): number | null {
   if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be a whole number from 1, not ${attempt}`);
+  if (status === LOOP_DETECTED) return null;
   const base = RETRY_DELAYS_MS[attempt - 1];
   if (base === undefined) return null;
   let delay = base * (1 - JITTER + 2 * JITTER * random());

@@ -30,6 +30,18 @@ export interface AttemptOutcome {
   responseExcerpt: string | null;
   /** The answer's `Retry-After`, in ms from when it arrived. */
   retryAfterMs: number | null;
+  /** Why an attempt of class `other` failed, for the log (no class says it). */
+  cause?: AttemptCause;
+}
+
+/**
+ * An error as the log may show it: its type, code and message, never its other fields (an
+ * HTTP parser's error keeps the answer's bytes in one), nor the request's headers or body.
+ */
+export interface AttemptCause {
+  type: string;
+  code?: string;
+  message: string;
 }
 
 /** One request to send. */
@@ -55,18 +67,20 @@ const TLS_CODES =
 
 type Verdict = Omit<AttemptOutcome, 'durationMs'>;
 
-/** A destination URL's origin and path, or the class of failure every attempt to it is. */
-type Target = { origin: string; path: string } | { refused: AttemptError };
+/** A destination URL's origin and path, or the verdict of every attempt to it. */
+type Target = { origin: string; path: string } | { refused: Verdict };
 
 /** URLs whose targets are kept; past it the cache starts again. */
 const MAX_TARGETS = 10_000;
 
 function parseTarget(address: string, guard: AddressGuard): Target {
   const url = URL.parse(address);
-  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) return { refused: 'other' };
+  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    return { refused: failure('other', { type: 'InvalidUrl', message: 'the destination URL is not an http(s) URL' }) };
+  }
   // net connects to an IP literal without calling the lookup: it is judged here.
   const host = hostOf(url);
-  if (isIP(host) !== 0 && guard.refusal(host) !== undefined) return { refused: 'blocked_address' };
+  if (isIP(host) !== 0 && guard.refusal(host) !== undefined) return { refused: failure('blocked_address') };
   return { origin: url.origin, path: `${url.pathname}${url.search}` };
 }
 
@@ -93,7 +107,8 @@ export class DestinationSender {
   /** Makes one attempt; resolves within about `timeoutMs`, never rejects. */
   async send(sending: Sending): Promise<AttemptOutcome> {
     const started = this.now();
-    const verdict = await this.attempt(sending).catch((): Verdict => failure('other'));
+    // Ours, whatever it is (the request could not even be handed to undici): the cause says what.
+    const verdict = await this.attempt(sending).catch((error: unknown): Verdict => failure('other', causeOf(error)));
     return { ...verdict, durationMs: this.now() - started };
   }
 
@@ -112,7 +127,7 @@ export class DestinationSender {
 
   private async attempt(sending: Sending): Promise<Verdict> {
     const target = this.targetOf(sending.url);
-    if ('refused' in target) return failure(target.refused);
+    if ('refused' in target) return target.refused;
     return new Promise((resolve) => {
       this.poolFor(target.origin, sending.timeoutMs).dispatch(
         {
@@ -237,7 +252,7 @@ class AttemptExchange implements Dispatcher.DispatchHandler {
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     if (this.settled) return;
     // A body cut short by the receiver keeps what came whole, as the timer's cut does.
-    this.finish(this.status === null ? failure(classify(error as NodeJS.ErrnoException)) : this.answer(this.text));
+    this.finish(this.status === null ? failureOf(error as NodeJS.ErrnoException) : this.answer(this.text));
   }
 
   /** The timeout, or the excerpt's limit: what has come so far is the verdict, and the request ends. */
@@ -272,8 +287,21 @@ class AttemptOver extends Error {
   }
 }
 
-function failure(error: AttemptError): Verdict {
-  return { ok: false, status: null, error, responseExcerpt: null, retryAfterMs: null };
+function failure(error: AttemptError, cause?: AttemptCause): Verdict {
+  return { ok: false, status: null, error, responseExcerpt: null, retryAfterMs: null, ...(cause && { cause }) };
+}
+
+/** A request error's verdict: its class, and its cause when the class is `other` (undici refused the request, an answer it could not parse…). */
+function failureOf(error: NodeJS.ErrnoException): Verdict {
+  const errorClass = classify(error);
+  return failure(errorClass, errorClass === 'other' ? causeOf(error) : undefined);
+}
+
+/** What the log may show of an error (AttemptCause). */
+export function causeOf(error: unknown): AttemptCause {
+  if (!(error instanceof Error)) return { type: typeof error, message: String(error).slice(0, 200) };
+  const code = (error as NodeJS.ErrnoException).code;
+  return { type: error.name, ...(typeof code === 'string' && { code }), message: error.message };
 }
 
 /** The class of a request error, from its code (`socket hang up` carries ECONNRESET). */

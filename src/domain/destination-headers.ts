@@ -3,9 +3,10 @@ import { AppError } from '../errors.js';
 /**
  * The extra headers a company adds to its destination's requests (an Authorization, a
  * routing key). Checked when they are set, so an attempt never fails on them: names that
- * intake sets itself or that frame the request are refused, and values must be what Node's
- * HTTP client sends (no control characters but tab, nothing beyond Latin-1), which rules
- * out CR/LF header injection too.
+ * intake sets itself, or that belong to the connection and the request's framing (which
+ * the HTTP client refuses or which would break the request), are refused, and values must
+ * be what Node's HTTP client sends (no control characters but tab, nothing beyond
+ * Latin-1), which rules out CR/LF header injection too.
  */
 
 export const MAX_HEADERS = 20;
@@ -15,8 +16,28 @@ const MAX_VALUE_LENGTH = 4096;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** What Node's http refuses in a header value (lib/_http_common.js checkInvalidHeaderChar). */
 const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
-const REFUSED = new Set(['host', 'content-length', 'content-type', 'transfer-encoding', 'connection', 'user-agent']);
-const REFUSED_PREFIXES = ['webhook-', 'x-intake-'];
+/** Set on every request by intake (content-* included: the body is the webhook's own, as it came). */
+const SET_BY_INTAKE = new Set(['user-agent']);
+const SET_BY_INTAKE_PREFIXES = ['content-', 'webhook-', 'x-intake-'];
+/**
+ * The connection's and the framing's: undici refuses transfer-encoding, keep-alive, upgrade
+ * and expect outright (lib/core/request.js processHeader), takes host and connection as its
+ * own instructions, and the rest are hop-by-hop (RFC 9110 7.6.1, RFC 9113 for
+ * http2-settings) or would ask the receiver for a framing the client does not speak
+ * (`te: gzip`, a trailer never sent). Accepted, each made every attempt fail as `other`.
+ */
+const CONNECTION_HEADERS = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'http2-settings',
+]);
 const FIELD = 'headers';
 
 /** The headers of a request body, checked (names as given, in order); throws `invalid_request` naming `headers`. */
@@ -29,8 +50,11 @@ export function validDestinationHeaders(headers: Record<string, string>): Record
       throw invalid(`headers: "${printable(name)}" is not a header name (letters, digits and !#$%&'*+-.^_\`|~, at most ${MAX_NAME_LENGTH}).`);
     }
     const lower = name.toLowerCase();
-    if (REFUSED.has(lower) || REFUSED_PREFIXES.some((prefix) => lower.startsWith(prefix))) {
-      throw invalid(`headers: ${name} is set by intake and cannot be replaced (nor can host, content-*, connection, user-agent, webhook-* and x-intake-*).`);
+    if (SET_BY_INTAKE.has(lower) || SET_BY_INTAKE_PREFIXES.some((prefix) => lower.startsWith(prefix))) {
+      throw invalid(`headers: ${name} is set by intake and cannot be replaced (nor can user-agent, content-*, webhook-* and x-intake-*).`);
+    }
+    if (CONNECTION_HEADERS.has(lower)) {
+      throw invalid(`headers: ${name} belongs to the connection, which intake's HTTP client manages: it cannot be sent (nor can ${[...CONNECTION_HEADERS].join(', ')}).`);
     }
     if (seen.has(lower)) throw invalid(`headers: ${name} is given twice (header names ignore case).`);
     seen.add(lower);
@@ -40,6 +64,18 @@ export function validDestinationHeaders(headers: Record<string, string>): Record
     }
   }
   return Object.fromEntries(entries);
+}
+
+/**
+ * Whether a destination's headers stay with it when its URL changes from `current` to
+ * `next`: only while the origin (scheme, host and port) stays the same. They are most often
+ * its owner's credentials for that receiver (an Authorization), sealed and never shown: kept
+ * across a change of origin, whoever may change the URL could send them to a server of
+ * their own.
+ */
+export function headersFollowUrl(current: string, next: string): boolean {
+  const [from, to] = [URL.parse(current), URL.parse(next)];
+  return from !== null && to !== null && from.origin === to.origin;
 }
 
 /** A name as an error message may quote it: no control characters, not too long. */

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 
 /**
  * Seals the secrets the service must read back (a user's TOTP secret; later, sources'
@@ -34,6 +34,15 @@ export class SecretBox {
   /** Whether `sealed` was sealed with the current key (`intake secrets rotate` leaves those alone). */
   sealedWithCurrentKey(sealed: string): boolean {
     return sealed.split('.', 2)[1] === this.sealingKeyId;
+  }
+
+  /**
+   * A key for `purpose` derived from each configured key (HKDF-SHA256), the sealing key's
+   * first: for MACs the service checks itself (delivery origins), never the keys that seal.
+   */
+  derivedKeys(purpose: string): Buffer[] {
+    const ordered = [this.keys.get(this.sealingKeyId)!, ...[...this.keys.values()].filter((key) => keyId(key) !== this.sealingKeyId)];
+    return ordered.map((key) => Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), purpose, KEY_BYTES)));
   }
 
   /** The plaintext; throws when the value was sealed with a key this box lacks, or was altered. */

@@ -1,6 +1,7 @@
 import { AppError } from '../errors.js';
 import type { ParsedBody } from '../sources/provider.js';
 import { UNSTORABLE_TEXT } from './text.js';
+import { HOPS_HEADER, hopsOf } from './delivery-loop.js';
 
 /**
  * The shape of a stored body: the API key's `{event, data}` envelope (`data` is its field),
@@ -185,8 +186,13 @@ export function nestingDepth(text: string): number {
   return deepest;
 }
 
-/** The Content-Type a stored webhook arrived with, from its kept headers (a JSON object of lower-cased names). */
-export function keptContentType(keptHeaders: string): string {
-  const value = (JSON.parse(keptHeaders) as Record<string, string>)['content-type'];
-  return value === undefined || value === '' ? 'application/json' : value;
+/**
+ * What a delivery of a stored webhook takes from its kept headers (a JSON object of
+ * lower-cased names), read in one parse: the Content-Type it arrived with, and how many
+ * intake deliveries it had come through (its `x-intake-hops`, see delivery-loop.ts).
+ */
+export function keptForDelivery(keptHeaders: string): { contentType: string; hops: number } {
+  const headers = JSON.parse(keptHeaders) as Record<string, string>;
+  const contentType = headers['content-type'];
+  return { contentType: contentType === undefined || contentType === '' ? 'application/json' : contentType, hops: hopsOf(headers[HOPS_HEADER]) };
 }

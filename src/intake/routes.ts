@@ -14,6 +14,7 @@ import {
   validEvent,
   webhookData,
 } from '../domain/webhook-body.js';
+import type { DeliveryMarks } from '../domain/delivery-loop.js';
 import type { ParsedBody } from '../sources/provider.js';
 import { providerFor } from '../sources/providers/index.js';
 import { SignatureRefused, type SourceVerifier } from '../sources/verifier.js';
@@ -53,6 +54,8 @@ export interface IntakeDeps {
   authFailures: AuthFailureLimiter;
   /** Checks providers' signatures: the second way into an address with a provider source. */
   sources: SourceVerifier;
+  /** Recognises intake's own deliveries coming back, and webhooks that have come through too many. */
+  deliveryMarks: DeliveryMarks;
   metrics: Pick<Metrics, 'webhookAnswered'>;
 }
 
@@ -60,6 +63,7 @@ export interface IntakeDeps {
 const ADDRESS_PREFIXES = ['/api/webhooks', '/api/webhook'] as const;
 const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
 const MAX_USER_AGENT_LENGTH = 512;
+const MAX_LOGGED_CONTENT_TYPE = 100;
 
 const Accepted = Type.Object({ uuid: Type.String(), received_at: Type.String() });
 /** A provider's check of the address, answered rather than stored (Slack's url_verification). */
@@ -223,6 +227,13 @@ function authenticateFor(deps: IntakeDeps, scope: Scope, requireEnabled: boolean
       errorDetail: null,
     };
     if (result.error) throw result.error;
+    // Before the body is read and before a signature can admit it: a delivery of intake's
+    // own signed with Standard Webhooks verifies as a standard_webhooks source.
+    const loop = deps.deliveryMarks.loopOf(request.headers);
+    if (loop !== undefined) {
+      request.intake.errorDetail = loop;
+      throw new AppError('delivery_loop', loop);
+    }
     if (result.bySignature) {
       // What can be refused before the body is read: a missing header, a stale timestamp.
       refusingSignature(deps, request, () => deps.sources.checkHeaders(source(request), deps.sources.requestOf(request, receivedAt)));
@@ -256,28 +267,48 @@ async function receiveSigned(deps: IntakeDeps, request: FastifyRequest, reply: F
   const integration = ctx.integration!;
   const routeSource = source(request);
   const provider = providerFor(routeSource.type);
-  const kind = providerBodyKind(request.headers['content-type']);
+  const contentType = request.headers['content-type'];
+  const kind = providerBodyKind(contentType);
   if (kind === undefined || !provider.accepts.includes(kind)) {
     reply.header('connection', 'close');
-    throw new AppError('unsupported_media_type', `A ${routeSource.type} source takes ${provider.accepts.map(describeKind).join(' or ')} bodies.`);
+    const message = `A ${routeSource.type} source takes ${provider.accepts.map(describeKind).join(' or ')} bodies.`;
+    // The request log says what the answer says, not the API key's "must be JSON".
+    ctx.errorDetail = message;
+    request.log.debug(
+      { integration_id: integration.id, provider: routeSource.type, content_type: contentType?.slice(0, MAX_LOGGED_CONTENT_TYPE) },
+      'source refused the content type',
+    );
+    throw new AppError('unsupported_media_type', message);
   }
   const raw = await readWithinLimit(request, reply);
   const signed = { ...deps.sources.requestOf(request, ctx.receivedAt), rawBody: raw };
   // Parsed once, on demand: Twilio's signature covers the form's fields.
   let parsed: ParsedBody | undefined;
   const body = () => (parsed ??= parseProviderBody(raw, kind));
-  const secretId = await refusingSignatureAsync(deps, request, () => deps.sources.verify(routeSource, signed, body));
-  ctx.keyId = secretId;
+  const verified = await refusingSignatureAsync(deps, request, () => deps.sources.verify(routeSource, signed, body));
+  ctx.keyId = verified.secretId;
   if (!integration.enabled) throw new AppError('integration_disabled');
   const described = provider.describe(signed, body());
+  request.log.debug(
+    {
+      integration_id: integration.id,
+      provider: routeSource.type,
+      secret_id: verified.secretId,
+      // Bounded as they are stored: an unsigned header may be as long as the header limit.
+      event: described.event?.slice(0, MAX_EVENT_LENGTH),
+      delivery_id: described.deliveryId?.slice(0, MAX_IDEMPOTENCY_KEY_LENGTH),
+    },
+    'source signature verified',
+  );
   // Already JSON: the provider's answer is sent as it made it, whatever its shape.
   if (described.answer !== undefined) return reply.code(200).type('application/json; charset=utf-8').send(JSON.stringify(described.answer));
   return commit(deps, request, reply, {
     raw,
     event: validEvent(truncateEvent(described.event ?? 'unknown')),
     idempotencyKey: described.deliveryId === undefined ? idempotencyKeyOf(request) : checkedIdempotencyKey(described.deliveryId),
-    keyId: secretId,
+    keyId: verified.secretId,
     format: kind,
+    signatureClaim: verified.signatureClaim,
   });
 }
 
@@ -288,6 +319,8 @@ interface Admitted {
   /** The API key, or the source secret, that admitted it. */
   keyId: string;
   format: PayloadFormat;
+  /** A provider's signed request: a copy of it is a replay whatever its delivery id (see SourceVerifier). */
+  signatureClaim?: string;
 }
 
 /** The rate limit, then the group commit; answers 202, or 200 for a replay. */
@@ -323,10 +356,11 @@ async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyR
     // full pages, which left each of those indexes half empty (docs/performance.md).
     receivedAt: Date.now(),
     rawBody: webhook.raw,
-    bodySha256: webhook.idempotencyKey === null ? null : hash('sha256', webhook.raw, 'hex'),
+    bodySha256: webhook.idempotencyKey === null && webhook.signatureClaim === undefined ? null : hash('sha256', webhook.raw, 'hex'),
     headers: keptHeaders(request.headers),
     sourceIp: request.ip,
     idempotencyKey: webhook.idempotencyKey,
+    signatureClaim: webhook.signatureClaim,
     payloadFormat: webhook.format,
     log: pendingLogEntry(request),
   });
@@ -376,8 +410,14 @@ async function refusingSignatureAsync<T>(deps: IntakeDeps, request: FastifyReque
 
 function noteRefusal(deps: IntakeDeps, request: FastifyRequest, error: unknown): unknown {
   if (error instanceof SignatureRefused) {
-    context(request).errorDetail = error.refusal.reason;
+    const ctx = context(request);
+    ctx.errorDetail = error.refusal.reason;
     deps.authFailures.recordFailure(request.ip);
+    // For an operator setting up a source: the reason never holds a secret or the signature sent.
+    request.log.debug(
+      { integration_id: ctx.integration?.id, provider: ctx.integration?.source?.type, code: error.refusal.code, reason: error.refusal.reason },
+      'source signature refused',
+    );
   }
   return error;
 }

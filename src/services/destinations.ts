@@ -7,21 +7,7 @@ import { validEventPatterns } from '../domain/event-patterns.js';
 import { isId, newSequencedId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { AppError } from '../errors.js';
-import {
-  DELIVERY_STATES,
-  type Actor,
-  type AuditEvent,
-  type BulkOutcome,
-  type Delivery,
-  type DeliveryState,
-  type Destination,
-  type DestinationChanges,
-  type NewDestination,
-  type ReplayFilter,
-  type SendOutcome,
-  type SendSelection,
-  type Store,
-} from '../store/store.js';
+import type { Actor, AuditEvent, Destination, DestinationChanges, NewDestination, Store } from '../store/store.js';
 
 export interface DestinationOptions {
   environment: Environment;
@@ -29,6 +15,8 @@ export interface DestinationOptions {
   secrets: SecretBox;
   /** Judges URLs at creation and change (server-side request forgery); attempts judge again. */
   addressGuard: AddressGuard;
+  /** The service's own public address (INTAKE_BASE_URL): a destination there would deliver to intake itself. */
+  baseUrl: string;
 }
 
 /** A destination as a client asks for it (the API's fields, in camelCase). */
@@ -49,12 +37,13 @@ export type DestinationEdit = Partial<DestinationInput>;
 
 export const DEFAULT_TIMEOUT_MS = 15_000;
 export const DEFAULT_MAX_IN_FLIGHT = 100;
+/**
+ * Requests a second of a destination created without a rate: a receiver that never asked
+ * for a flood is not sent the whole backlog at once after an outage. Null, asked for, is no limit.
+ */
+export const DEFAULT_RATE_PER_SECOND = 100;
 /** How long the previous signing secret keeps signing beside the new one, unless told. */
 export const DEFAULT_PREVIOUS_SECRET_SECONDS = 24 * 60 * 60;
-/** Deliveries one bulk replay or send makes at most; `more` says to call again. */
-export const MAX_PER_CALL = 10_000;
-/** Webhooks one send may name. */
-export const MAX_SEND_UUIDS = 100;
 export const MAX_INTEGRATION_IDS = 100;
 /**
  * Live destinations of one company at most: every webhook the company receives is matched
@@ -63,7 +52,6 @@ export const MAX_INTEGRATION_IDS = 100;
  */
 export const MAX_DESTINATIONS = 50;
 const MAX_NAME_LENGTH = 200;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** The bounds of each number a destination has: the message and the field of a refusal. */
 const NUMBERS = {
@@ -73,9 +61,9 @@ const NUMBERS = {
 } as const;
 
 /**
- * The changes to a company's destinations and to their deliveries, shared by the
- * management API, the CLI and the panel, as `Management` is for integrations: validation,
- * sealing, the store calls and their audit records in one place. Secrets are sealed before
+ * The changes to a company's destinations, shared by the management API, the CLI and the
+ * panel, as `Management` is for integrations: validation, sealing, the store calls and their
+ * audit records in one place (replays and sends: redeliveries.ts). Secrets are sealed before
  * anything is stored and every change is one store call, so nothing is half-stored.
  */
 export class DestinationManagement {
@@ -94,15 +82,13 @@ export class DestinationManagement {
   /** A new destination and its signing secret, which is shown in this answer only. */
   async create(companyId: string, input: DestinationInput): Promise<{ destination: Destination; signingSecret: string }> {
     if (!isId('cmp', companyId) || !(await this.store.getCompany(companyId))) throw notFound('company', companyId);
-    if ((await this.store.listDestinations(companyId, { limit: MAX_DESTINATIONS })).length >= MAX_DESTINATIONS) {
-      throw new AppError('conflict', `A company has at most ${MAX_DESTINATIONS} destinations; delete one first.`);
-    }
     const headers = this.sealedHeaders(input.headers ?? {});
     const settings = await this.validSettings(companyId, {
       ...input,
       eventPatterns: input.eventPatterns ?? ['*'],
       timeoutMs: input.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-      ratePerSecond: input.ratePerSecond ?? null,
+      // Absent is the default; null, asked for, is no limit.
+      ratePerSecond: input.ratePerSecond === undefined ? DEFAULT_RATE_PER_SECOND : input.ratePerSecond,
       maxInFlight: input.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
     });
     const signingSecret = newSigningSecret();
@@ -122,11 +108,20 @@ export class DestinationManagement {
       createdAt: now,
     };
     const { headersSealed: _headers, secretSealed: _secret, ...shown } = destination;
-    const created = await this.store.createDestination(companyId, destination, this.audit('destination.create', 'destination', destination.id, { after: shown }));
+    const created = await this.store.createDestination(
+      companyId,
+      destination,
+      this.audit('destination.create', 'destination', destination.id, { after: shown }),
+      MAX_DESTINATIONS,
+    );
+    if (!created) throw new AppError('conflict', `A company has at most ${MAX_DESTINATIONS} destinations; delete one first.`);
     return { destination: created, signingSecret };
   }
 
-  /** Changes what `edit` names; the destination as it is now. */
+  /**
+   * Changes what `edit` names; the destination as it is now. A URL of another origin drops
+   * the headers unless `edit` sets them (the store judges it against the stored URL).
+   */
   async update(companyId: string, destinationId: string, edit: DestinationEdit): Promise<Destination> {
     const headers = edit.headers === undefined ? undefined : this.sealedHeaders(edit.headers);
     const changes: DestinationChanges = { ...(await this.validSettings(companyId, edit)), ...(headers && { headers }) };
@@ -159,69 +154,10 @@ export class DestinationManagement {
     return { signingSecret, previousSecretExpiresAt: previousExpiresAt };
   }
 
-  /** A new attempt series for one delivery (a cancelled one, whose destination was deleted, cannot be). */
-  async replayDelivery(companyId: string, deliveryId: string): Promise<Delivery> {
-    const delivery = await this.store.getDelivery(companyId, deliveryId);
-    if (!delivery) throw notFound('delivery', deliveryId);
-    const replayed =
-      delivery.state === 'cancelled'
-        ? undefined
-        : await this.store.replayDelivery(companyId, deliveryId, this.now(), this.audit('delivery.replay', 'delivery', deliveryId));
-    if (!replayed) throw new AppError('conflict', 'This delivery was cancelled with its destination, which was deleted: it cannot be replayed.');
-    return replayed;
-  }
-
-  /** A new series for up to MAX_PER_CALL of one destination's deliveries that match the filter. */
-  async replayDeliveries(companyId: string, filter: ReplayFilter): Promise<BulkOutcome> {
-    if (filter.state !== undefined) validState(filter.state);
-    await this.requireDestination(companyId, filter.destinationId);
-    return this.store.replayDeliveries(
-      companyId,
-      filter,
-      this.now(),
-      MAX_PER_CALL,
-      this.audit('delivery.replay', 'destination', filter.destinationId),
-    );
-  }
-
-  /**
-   * Deliveries to the destination for stored webhooks that have none to it yet (a
-   * destination added after they arrived): up to MAX_SEND_UUIDS named ones, or a range
-   * from `since` through the destination's filters, MAX_PER_CALL at most per call.
-   */
-  async send(companyId: string, destinationId: string, selection: SendSelection): Promise<SendOutcome> {
-    const uuids = selection.webhookUuids;
-    if (uuids !== undefined) {
-      if (selection.since !== undefined || selection.until !== undefined || selection.event !== undefined) {
-        throw new AppError('invalid_request', 'Name webhooks (webhook_uuids) or give a range (since, until, event), not both.', { field: 'webhook_uuids' });
-      }
-      if (uuids.length === 0 || uuids.length > MAX_SEND_UUIDS || !uuids.every((uuid) => UUID.test(uuid))) {
-        throw new AppError('invalid_request', `webhook_uuids must name 1 to ${MAX_SEND_UUIDS} webhooks by their uuid.`, { field: 'webhook_uuids' });
-      }
-    } else if (selection.since === undefined) {
-      // A send of every stored webhook is never what a missing field meant.
-      throw new AppError('invalid_request', 'Name webhooks (webhook_uuids) or give the start of a range (since).', { field: 'since' });
-    }
-    await this.requireDestination(companyId, destinationId);
-    const selected = uuids === undefined ? selection : { webhookUuids: [...new Set(uuids)] };
-    return this.store.sendToDestination(
-      companyId,
-      destinationId,
-      selected,
-      this.now(),
-      MAX_PER_CALL,
-      this.audit('destination.send', 'destination', destinationId),
-    );
-  }
-
   private async changed(companyId: string, destinationId: string, changes: DestinationChanges, action: string): Promise<Destination> {
     const updated = await this.store.updateDestination(companyId, destinationId, changes, this.now(), this.audit(action, 'destination', destinationId));
     if (!updated) throw notFound('destination', destinationId);
     return updated.after;
-  }
-
-  private async requireDestination(companyId: string, destinationId: string): Promise<void> {
-    if (!(await this.store.getDestination(companyId, destinationId))) throw notFound('destination', destinationId);
   }
 
   /**
@@ -237,6 +173,7 @@ export class DestinationManagement {
     if (input.maxInFlight !== undefined) valid.maxInFlight = validNumber('maxInFlight', input.maxInFlight);
     if (input.integrationIds !== undefined) valid.integrationIds = await this.validIntegrations(companyId, input.integrationIds);
     if (input.url !== undefined) {
+      refuseOwnOrigin(input.url, this.options.baseUrl);
       await this.options.addressGuard.checkUrl(input.url, this.options.environment);
       valid.url = input.url;
     }
@@ -284,11 +221,18 @@ function validNumber(which: keyof typeof NUMBERS, value: number): number {
   return value;
 }
 
-function validState(state: string): DeliveryState {
-  if (!(DELIVERY_STATES as readonly string[]).includes(state)) {
-    throw new AppError('invalid_request', `The state must be one of ${DELIVERY_STATES.join(', ')}.`, { field: 'state' });
+/**
+ * A destination at intake's own public address would send each webhook back to a webhook
+ * address: a loop that intake would refuse at every attempt (the delivery's own marks,
+ * src/domain/delivery-loop.ts), refused here before any is made.
+ */
+function refuseOwnOrigin(url: string, baseUrl: string): void {
+  const origin = URL.parse(url)?.origin;
+  if (origin !== undefined && origin === new URL(baseUrl).origin) {
+    throw new AppError('invalid_request', `The URL is this intake's own address (${origin}): a destination there would deliver intake's webhooks back to itself.`, {
+      field: 'url',
+    });
   }
-  return state as DeliveryState;
 }
 
 function notFound(kind: string, id: string): AppError {

@@ -89,7 +89,16 @@ export interface Refusal {
   reason: string;
 }
 
-export type Verdict = { ok: true; secretId: string } | { ok: false; refusal: Refusal };
+export type Verdict = { ok: true; secretId: string; signed: SignedContent } | { ok: false; refusal: Refusal };
+
+/**
+ * What a verified request's proof covers, exactly as signed, in order: `<t>.` and the body
+ * for Stripe, the address and the sorted fields for Twilio, the body for GitHub; the body
+ * alone for the types whose proof covers none (gitlab, basic, query_token). Two requests
+ * with the same are copies of one signed request, whatever unsigned headers (a delivery id)
+ * they carry: intake stores one of them (src/sources/verifier.ts, signatureClaim).
+ */
+export type SignedContent = ReadonlyArray<string | Buffer>;
 
 /** What a verified request says of itself. */
 export interface Described {

@@ -1,8 +1,9 @@
+import { createHmac } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { SecretBox } from '../domain/secret-box.js';
 import { AppError } from '../errors.js';
 import type { RouteSource } from '../store/store.js';
-import type { ParsedBody, ProviderType, Refusal, SignedRequest, SourceSecret } from './provider.js';
+import type { ParsedBody, ProviderType, Refusal, SignedContent, SignedRequest, SourceSecret } from './provider.js';
 import { providerFor } from './providers/index.js';
 
 /** A request refused for its signature: the contract's 401, and the reason in words for the request log. */
@@ -61,8 +62,8 @@ export class SourceVerifier {
     if (refusal) throw this.refused(refusal, source);
   }
 
-  /** The id of the secret that signed the request; throws SignatureRefused when none did. */
-  async verify(source: RouteSource, request: SignedRequest, body: () => ParsedBody): Promise<string> {
+  /** The secret that signed the request and the request's signature claim; throws SignatureRefused when none did. */
+  async verify(source: RouteSource, request: SignedRequest, body: () => ParsedBody): Promise<Verified> {
     const live = liveSecrets(source, request.now);
     const opened: SourceSecret[] = [];
     for (const secret of live) {
@@ -80,7 +81,8 @@ export class SourceVerifier {
     }
     const verdict = await providerFor(source.type).verify(request, opened, source.config, body);
     if (!verdict.ok) throw this.refused(verdict.refusal, source);
-    return verdict.secretId;
+    const secret = opened.find((candidate) => candidate.id === verdict.secretId)!;
+    return { secretId: verdict.secretId, signatureClaim: signatureClaim(secret.value, verdict.signed) };
   }
 
   private refused(refusal: Refusal, source: RouteSource): SignatureRefused {
@@ -100,6 +102,27 @@ export class SourceVerifier {
 }
 
 const MAX_OPENED_SECRETS = 10_000;
+
+/** A request whose signature verified. */
+export interface Verified {
+  /** The id of the live secret that signed it (`sec_…`). */
+  secretId: string;
+  /**
+   * The same for every copy of one signed request, whatever delivery id or other unsigned
+   * header it carries: the store holds it as an idempotency claim, so a captured request
+   * sent again is a replay. Keyed with the secret, so nobody without it can claim the value
+   * beforehand with a made-up delivery id.
+   */
+  signatureClaim: string;
+}
+
+const CLAIM_CONTEXT = 'intake signature claim\n';
+
+function signatureClaim(secret: string, signed: SignedContent): string {
+  const mac = createHmac('sha256', secret).update(CLAIM_CONTEXT);
+  for (const part of signed) mac.update(part);
+  return mac.digest('base64url');
+}
 
 /**
  * Why a source refused a request, in one word: the refusal's code (a bad or an expired

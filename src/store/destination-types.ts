@@ -154,6 +154,11 @@ export interface ClaimedDelivery {
   };
   /** Where the webhook's body is (Store.readWebhookBodies, unless the worker has it in memory). */
   webhookReceivedAt: number;
+  /**
+   * When the attempt may start: the claim's time, or for a destination with a rate, the
+   * slot the claim gave it (a little later), so that its requests are spaced 1/rate apart.
+   */
+  sendAt: number;
 }
 
 /** Deliveries of every company waiting for a worker, as /metrics shows them. */
@@ -169,6 +174,8 @@ export interface WebhookBody {
   rawBody: Buffer;
   /** The Content-Type it arrived with. */
   contentType: string;
+  /** Intake deliveries it had come through when it arrived (its `x-intake-hops`). */
+  hops: number;
   payloadFormat: PayloadFormat;
 }
 
@@ -245,18 +252,68 @@ export interface SendSelection {
   event?: string;
 }
 
-export interface BulkOutcome {
-  count: number;
-  /** Whether more matched than the call's limit: call again. */
-  more: boolean;
+/**
+ * What a company may make again (replays and sends), as a token bucket: `burst` at once at
+ * most, refilled at `perHour`. Every delivery a replay restarts or a send makes takes one.
+ */
+export interface RedeliveryBudget {
+  perHour: number;
+  burst: number;
 }
 
-export interface SendOutcome extends BulkOutcome {
-  /** Webhooks selected that the destination already had a delivery of. */
-  skipped: number;
-  /** When a range was read only in part: the `since` of the next call. */
+/** How a bulk operation's start went: it holds the company's lease, or why not and when to try again. */
+export type RedeliveryStart =
+  | { kind: 'started'; /** Deliveries the budget allows now. */ available: number }
+  | { kind: 'busy'; retryAfterMs: number }
+  | { kind: 'no_budget'; retryAfterMs: number };
+
+/** The lease a bulk operation holds, and what each of its transactions renews and takes. */
+export interface RedeliveryLease {
+  token: string;
+  destinationId: string;
+  at: number;
+  /** How long the lease lasts from each transaction: a node that dies leaves it to expire. */
+  leaseMs: number;
+  budget: RedeliveryBudget;
+}
+
+/** Deliveries to replay, found on the read side, oldest first; `nextSince` when the read stopped short. */
+export interface ReplayScan {
+  items: Array<{ id: string; createdAt: number }>;
+  more: boolean;
   nextSince?: number;
 }
+
+/** A stored webhook a send may make a delivery of. */
+export interface SendCandidate {
+  uuid: string;
+  receivedAt: number;
+  integrationId: string;
+  event: string;
+}
+
+/** Webhooks to send, found on the read side: those without a delivery to the destination, oldest first. */
+export interface SendScan {
+  fresh: SendCandidate[];
+  /** Webhooks selected that the destination already had a delivery of. */
+  skipped: number;
+  more: boolean;
+  nextSince?: number;
+}
+
+/** What one transaction of a bulk operation did. */
+export interface RedeliveryStep {
+  count: number;
+  /** Why the operation must stop here: the lease was lost (it expired and another took it), the destination deleted, or the budget spent. */
+  stop?: 'lease_lost' | 'destination_gone' | 'no_budget';
+}
+
+/** The outcome of a single replay. */
+export type SingleReplay =
+  | { kind: 'replayed'; delivery: Delivery }
+  | { kind: 'not_found' }
+  | { kind: 'cancelled' }
+  | { kind: 'no_budget'; retryAfterMs: number };
 
 export interface DestinationStats {
   attempts: number;

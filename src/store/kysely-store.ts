@@ -1,15 +1,17 @@
-import { Migrator, sql, type Kysely, type Transaction } from 'kysely';
+import { Migrator, type Kysely, type Transaction } from 'kysely';
 import type { PageCursor } from '../domain/cursor.js';
 import type { Scope } from '../domain/api-key.js';
 import { AppError } from '../errors.js';
 import type { Database } from './schema.js';
 import { IntakeMigrations, type DialectTypes } from './migrations/index.js';
-import { chunks, type GroupRowWriter } from './group-rows.js';
+import type { GroupRowWriter } from './group-rows.js';
 import { insertAudit, listAuditLog } from './queries/audit.js';
 import * as integrations from './queries/integrations.js';
 import * as logs from './queries/logs.js';
+import { resolveIdempotency } from './queries/idempotency.js';
 import * as webhooks from './queries/webhooks.js';
 import * as deliveries from './queries/deliveries.js';
+import * as redeliveries from './queries/redeliveries.js';
 import * as deliveryWork from './queries/delivery-work.js';
 import { deliveryBacklog, destinationStats } from './queries/delivery-stats.js';
 import * as destinations from './queries/destinations.js';
@@ -18,7 +20,6 @@ import { insertDeliveries } from './queries/outbox.js';
 import { readWebhookBodies } from './queries/delivery-claims.js';
 import type {
   AttemptResult,
-  BulkOutcome,
   ClaimedDelivery,
   ClaimOptions,
   Delivery,
@@ -32,9 +33,16 @@ import type {
   FeedItem,
   FeedQuery,
   NewDestination,
+  RedeliveryBudget,
+  RedeliveryLease,
+  RedeliveryStart,
+  RedeliveryStep,
   ReplayFilter,
-  SendOutcome,
+  ReplayScan,
+  SendCandidate,
+  SendScan,
   SendSelection,
+  SingleReplay,
   WebhookBody,
   WebhookRef,
 } from './destination-types.js';
@@ -54,7 +62,7 @@ import * as invitations from './queries/invitations.js';
 import * as members from './queries/members.js';
 import * as sessions from './queries/sessions.js';
 import * as sources from './queries/sources.js';
-import type { NewSourceSecret, SealedValue, SourceSecretChange, SourceSecretInfo } from './store.js';
+import type { NewSourceSecret, RedeliveryFinish, RedeliveryRecord, SealedValue, SourceSecretChange, SourceSecretInfo } from './store.js';
 import type { AcceptOutcome, CompanyChanges, InviteOutcome, Member, MemberChange, NewCompany, NewInvitation, NewSession } from './store.js';
 import {
   DEFAULT_RETENTION_DAYS,
@@ -949,8 +957,8 @@ export class KyselyStore implements Store {
   vacuumDeliveries(): Promise<void> {
     return this.types.vacuumNow(this.db, 'deliveries');
   }
-  createDestination(companyId: string, destination: NewDestination, audit: AuditEvent): Promise<Destination> {
-    return destinations.createDestination(this.db, companyId, destination, audit);
+  createDestination(companyId: string, destination: NewDestination, audit: AuditEvent, maxLive: number): Promise<Destination | undefined> {
+    return destinations.createDestination(this.db, companyId, destination, audit, maxLive);
   }
   listDestinations(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Destination[]> {
     return destinations.listDestinations(this.db, companyId, query);
@@ -973,21 +981,26 @@ export class KyselyStore implements Store {
   listDeliveryAttempts(companyId: string, deliveryId: string, limit: number): Promise<DeliveryAttempt[]> {
     return deliveries.listDeliveryAttempts(this.db, companyId, deliveryId, limit);
   }
-  replayDelivery(companyId: string, deliveryId: string, at: number, audit: AuditEvent): Promise<Delivery | undefined> {
-    return deliveries.replayDelivery(this.db, companyId, deliveryId, at, audit);
+  replayDelivery(companyId: string, deliveryId: string, at: number, budget: RedeliveryBudget, audit: AuditEvent): Promise<SingleReplay> {
+    return redeliveries.replayDelivery(this.db, this.types, companyId, deliveryId, at, budget, audit);
   }
-  replayDeliveries(companyId: string, filter: ReplayFilter, at: number, limit: number, audit: AuditEvent): Promise<BulkOutcome> {
-    return deliveries.replayDeliveries(this.db, companyId, filter, at, limit, audit);
+  beginRedelivery(companyId: string, lease: Omit<RedeliveryLease, 'destinationId'>): Promise<RedeliveryStart> {
+    return redeliveries.beginRedelivery(this.db, this.types, companyId, lease);
   }
-  sendToDestination(
-    companyId: string,
-    destinationId: string,
-    selection: SendSelection,
-    at: number,
-    limit: number,
-    audit: AuditEvent,
-  ): Promise<SendOutcome> {
-    return deliveries.sendToDestination(this.db, companyId, destinationId, selection, at, limit, audit);
+  scanReplay(companyId: string, filter: ReplayFilter, startedBefore: number, limit: number, scanRows: number): Promise<ReplayScan> {
+    return redeliveries.scanReplay(this.db, companyId, filter, startedBefore, limit, scanRows);
+  }
+  scanSend(companyId: string, destinationId: string, selection: SendSelection, limit: number): Promise<SendScan> {
+    return redeliveries.scanSend(this.db, companyId, destinationId, selection, limit);
+  }
+  replayStep(companyId: string, lease: RedeliveryLease, ids: readonly string[], startedBefore: number, finish?: RedeliveryFinish): Promise<RedeliveryStep> {
+    return redeliveries.replayStep(this.db, this.types, companyId, lease, ids, startedBefore, finish);
+  }
+  sendStep(companyId: string, lease: RedeliveryLease, webhooks: readonly SendCandidate[], finish?: RedeliveryFinish): Promise<RedeliveryStep> {
+    return redeliveries.sendStep(this.db, this.types, companyId, lease, webhooks, finish);
+  }
+  endRedelivery(companyId: string, token: string, record?: RedeliveryRecord): Promise<void> {
+    return redeliveries.endRedelivery(this.db, companyId, token, record);
   }
   deliveryBacklog(now: number, cap: number): Promise<DeliveryBacklog> {
     return deliveryBacklog(this.db, now, cap);
@@ -1002,93 +1015,6 @@ export class KyselyStore implements Store {
   readFeed(companyId: string, query: FeedQuery): Promise<FeedItem[]> {
     return readFeed(this.db, this.types, companyId, query);
   }
-}
-
-/**
- * Decides each webhook's fate against the idempotency keys, inside the batch's transaction.
- * The first request of a key in the batch claims it with an upsert that only replaces a row
- * older than the window; a unique constraint, not memory, so several nodes agree. Requests
- * that lost the claim compare their body hash with the winner's: same body is a replay.
- */
-async function resolveIdempotency(trx: Transaction<Database>, webhooks: PendingWebhook[]): Promise<CommitOutcome[]> {
-  const claimants = new Map<string, PendingWebhook>();
-  for (const w of webhooks) {
-    if (w.idempotencyKey !== null && !claimants.has(claimKey(w))) claimants.set(claimKey(w), w);
-  }
-  const holders = new Map<string, { uuid: string; bodySha256: string | null; receivedAt: number }>();
-  if (claimants.size > 0) {
-    const won = new Set<string>();
-    // Claimed in key order, so two nodes' batches lock shared keys in the same order and
-    // one waits for the other instead of deadlocking.
-    const ordered = [...claimants.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, w]) => w);
-    for (const chunk of chunks(ordered)) {
-      const rows = await trx
-        .insertInto('idempotency_keys')
-        .values(
-          chunk.map((w) => ({
-            integration_id: w.integrationId,
-            idempotency_key: w.idempotencyKey!,
-            company_id: w.companyId,
-            webhook_uuid: w.uuid,
-            body_sha256: w.bodySha256!,
-            created_at: w.receivedAt,
-          })),
-        )
-        .onConflict((oc) =>
-          oc
-            .columns(['integration_id', 'idempotency_key'])
-            .doUpdateSet((eb) => ({
-              company_id: eb.ref('excluded.company_id'),
-              webhook_uuid: eb.ref('excluded.webhook_uuid'),
-              body_sha256: eb.ref('excluded.body_sha256'),
-              created_at: eb.ref('excluded.created_at'),
-            }))
-            // Only a claim older than the window (counted from this request) is replaced.
-            .where(({ eb, ref }) =>
-              eb('idempotency_keys.created_at', '<', sql<number>`${ref('excluded.created_at')} - ${IDEMPOTENCY_WINDOW_MS}`),
-            ),
-        )
-        .returning(['integration_id', 'idempotency_key'])
-        .execute();
-      for (const row of rows) won.add(`${row.integration_id} ${row.idempotency_key}`);
-    }
-    const lost = [...claimants.entries()].filter(([key]) => !won.has(key));
-    for (const [key, w] of claimants) {
-      if (won.has(key)) holders.set(key, { uuid: w.uuid, bodySha256: w.bodySha256, receivedAt: w.receivedAt });
-    }
-    for (const chunk of chunks(lost)) {
-      const rows = await trx
-        .selectFrom('idempotency_keys')
-        .select(['integration_id', 'idempotency_key', 'webhook_uuid', 'body_sha256', 'created_at'])
-        .where((eb) =>
-          eb(
-            eb.refTuple('integration_id', 'idempotency_key'),
-            'in',
-            chunk.map(([, w]) => eb.tuple(w.integrationId, w.idempotencyKey!)),
-          ),
-        )
-        .execute();
-      for (const row of rows) {
-        holders.set(`${row.integration_id} ${row.idempotency_key}`, {
-          uuid: row.webhook_uuid,
-          bodySha256: row.body_sha256,
-          receivedAt: Number(row.created_at),
-        });
-      }
-    }
-  }
-  return webhooks.map((w): CommitOutcome => {
-    if (w.idempotencyKey === null) return { kind: 'accepted', uuid: w.uuid, receivedAt: w.receivedAt };
-    const holder = holders.get(claimKey(w));
-    if (!holder) throw new Error('idempotency key neither claimed nor found');
-    if (holder.uuid === w.uuid) return { kind: 'accepted', uuid: w.uuid, receivedAt: w.receivedAt };
-    if (holder.bodySha256 === w.bodySha256) return { kind: 'replayed', uuid: holder.uuid, receivedAt: holder.receivedAt };
-    return { kind: 'conflict' };
-  });
-}
-
-function claimKey(w: PendingWebhook): string {
-  return `${w.integrationId} ${w.idempotencyKey}`;
 }
 
 async function insertApiKey(trx: Transaction<Database>, companyId: string, key: NewApiKey): Promise<void> {

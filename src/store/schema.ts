@@ -1,4 +1,4 @@
-import type { Generated } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 
 /**
  * The tables as Kysely sees them. Times are integer milliseconds since the epoch in every
@@ -25,6 +25,7 @@ export interface Database {
   deliveries: DeliveriesTable;
   delivery_attempts: DeliveryAttemptsTable;
   feed_sequence: FeedSequenceTable;
+  redelivery_state: RedeliveryStateTable;
 }
 
 export interface CompaniesTable {
@@ -259,8 +260,11 @@ export interface DestinationsTable {
   needs_reconcile: Generated<number>;
   failing_since: number | null;
   last_success_at: number | null;
+  /** The rate's one-second window of the nodes before migration 0013, which still read it during an upgrade. */
   rate_window_start: Generated<number>;
   rate_window_count: Generated<number>;
+  /** The earliest time (µs since the epoch) the destination's next request may go out (migration 0013). */
+  rate_next_send_at_us: Generated<number>;
   created_at: number;
   updated_at: number;
   deleted_at: number | null;
@@ -287,6 +291,8 @@ export interface DeliveriesTable {
   last_error: string | null;
   created_at: number;
   updated_at: number;
+  /** When the current series began, for a replayed delivery; null for series 0. */
+  series_started_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface DeliveryAttemptsTable {
@@ -308,4 +314,15 @@ export interface DeliveryAttemptsTable {
 export interface FeedSequenceTable {
   id: number;
   next: number;
+}
+
+/** A company's replays and sends (migration 0012): the bulk operation under way, and the budget. */
+export interface RedeliveryStateTable {
+  company_id: string;
+  /** The bulk operation under way holds it until lease_expires_at; null: none. */
+  lease_token: string | null;
+  lease_expires_at: Generated<number>;
+  /** Deliveries the company may still make again now (a token bucket, refilled by the hour). */
+  budget_tokens: number;
+  budget_counted_at: number;
 }

@@ -5,7 +5,6 @@ import type { PayloadFormat } from '../domain/webhook-body.js';
 import type { ProviderType, SourceConfig, SourceType } from '../sources/provider.js';
 import type {
   AttemptResult,
-  BulkOutcome,
   ClaimedDelivery,
   ClaimOptions,
   Delivery,
@@ -19,9 +18,16 @@ import type {
   FeedItem,
   FeedQuery,
   NewDestination,
+  RedeliveryBudget,
+  RedeliveryLease,
+  RedeliveryStart,
+  RedeliveryStep,
   ReplayFilter,
-  SendOutcome,
+  ReplayScan,
+  SendCandidate,
+  SendScan,
   SendSelection,
+  SingleReplay,
   WebhookBody,
   WebhookRef,
 } from './destination-types.js';
@@ -322,7 +328,12 @@ export interface Store {
   countUsage(companyId: string, query: UsageQuery): Promise<UsageBucket[]>;
 
   // --- management API: destinations and their deliveries ---
-  createDestination(companyId: string, destination: NewDestination, audit: AuditEvent): Promise<Destination>;
+  /**
+   * Creates it unless the company has `maxLive` live destinations already (counted under
+   * the company's lock, so parallel creates cannot all pass); undefined then, or when there
+   * is no such company.
+   */
+  createDestination(companyId: string, destination: NewDestination, audit: AuditEvent, maxLive: number): Promise<Destination | undefined>;
   /** The company's live destinations, newest first (cursor: created_at and id of the last). */
   listDestinations(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Destination[]>;
   getDestination(companyId: string, destinationId: string): Promise<Destination | undefined>;
@@ -341,19 +352,37 @@ export interface Store {
   getDelivery(companyId: string, deliveryId: string): Promise<Delivery | undefined>;
   /** A delivery's attempts, newest first. */
   listDeliveryAttempts(companyId: string, deliveryId: string, limit: number): Promise<DeliveryAttempt[]>;
-  /** Starts a new attempt series for one delivery (whatever its state but cancelled); undefined when there is none. */
-  replayDelivery(companyId: string, deliveryId: string, at: number, audit: AuditEvent): Promise<Delivery | undefined>;
-  /** Starts a new series for up to `limit` deliveries matching the filter (cancelled and in-flight ones left out). */
-  replayDeliveries(companyId: string, filter: ReplayFilter, at: number, limit: number, audit: AuditEvent): Promise<BulkOutcome>;
-  /** Creates deliveries to the destination for stored webhooks that have none to it yet, up to `limit`. */
-  sendToDestination(
-    companyId: string,
-    destinationId: string,
-    selection: SendSelection,
-    at: number,
-    limit: number,
-    audit: AuditEvent,
-  ): Promise<SendOutcome>;
+  /**
+   * Starts a new attempt series for one delivery (whatever its state but cancelled), taking
+   * one of the company's redelivery budget.
+   */
+  replayDelivery(companyId: string, deliveryId: string, at: number, budget: RedeliveryBudget, audit: AuditEvent): Promise<SingleReplay>;
+  /**
+   * Starts a bulk replay or send for the company: takes its lease unless another operation
+   * holds it (one per company at a time, across nodes), and says what the budget allows.
+   */
+  beginRedelivery(companyId: string, lease: Omit<RedeliveryLease, 'destinationId'>): Promise<RedeliveryStart>;
+  /**
+   * Up to `limit` deliveries of a destination that a bulk replay would restart, oldest
+   * first, read on the read side: not cancelled, not pending (their series runs), and not
+   * replayed since `startedBefore`. At most `scanRows` deliveries are looked at.
+   */
+  scanReplay(companyId: string, filter: ReplayFilter, startedBefore: number, limit: number, scanRows: number): Promise<ReplayScan>;
+  /**
+   * Up to `limit` stored webhooks with no delivery to the destination yet (named ones
+   * whatever the filters, or a range through them), oldest first, read on the read side.
+   */
+  scanSend(companyId: string, destinationId: string, selection: SendSelection, limit: number): Promise<SendScan>;
+  /**
+   * One transaction of a bulk replay: a new series for those of `ids` that still qualify,
+   * as many as the budget allows, under the operation's lease (renewed). With `finish`, the
+   * operation's audit record is written and its lease freed in the same transaction.
+   */
+  replayStep(companyId: string, lease: RedeliveryLease, ids: readonly string[], startedBefore: number, finish?: RedeliveryFinish): Promise<RedeliveryStep>;
+  /** One transaction of a bulk send: deliveries for those of `webhooks` that still have none, as replayStep. */
+  sendStep(companyId: string, lease: RedeliveryLease, webhooks: readonly SendCandidate[], finish?: RedeliveryFinish): Promise<RedeliveryStep>;
+  /** Ends a bulk operation that stopped before its last step: its audit record, if it made anything, and its lease freed. */
+  endRedelivery(companyId: string, token: string, record?: RedeliveryRecord): Promise<void>;
   /**
    * Across companies (an operator's figure, never shown to one): deliveries due at `now`
    * and not being attempted, counted up to `cap` so the count costs the same whatever the
@@ -630,12 +659,18 @@ export interface PendingWebhook {
   event: string;
   receivedAt: number;
   rawBody: Buffer;
-  /** SHA-256 of the raw body, computed only when there is an idempotency key to compare. */
+  /** SHA-256 of the raw body, computed only when there is an idempotency key or a signature claim. */
   bodySha256: string | null;
   /** JSON object of the kept headers. */
   headers: string;
   sourceIp: string;
   idempotencyKey: string | null;
+  /**
+   * A provider's signed request: its signature claim (src/sources/verifier.ts), so that a
+   * copy of it within the idempotency window is a replay whatever delivery id it carries.
+   * Absent for API-key webhooks.
+   */
+  signatureClaim?: string;
   /** Where the webhook's `data` comes from (see PayloadFormat); absent: `envelope`. */
   payloadFormat?: PayloadFormat;
   /** This request's request-log row, but for what the transaction decides (see requestLogOf). */
@@ -690,7 +725,7 @@ export function preciseNow(): number {
   return performance.timeOrigin + performance.now();
 }
 
-/** Repeats of an idempotency key older than this are new webhooks. */
+/** Repeats of an idempotency key (or of a signature claim) older than this are new webhooks. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 
 export type { PayloadFormat };
@@ -855,6 +890,22 @@ export interface AuditEvent {
   before?: unknown;
   after?: unknown;
   at: number;
+}
+
+/** What a bulk operation's last transaction also does: its audit record (with the total made), and the lease freed. */
+export interface RedeliveryFinish {
+  audit: AuditEvent;
+  /** What the earlier transactions of the operation made, for the record's total. */
+  countBefore: number;
+  /** The total's name in the record's `after`: `replayed`, `created`. */
+  countKey: string;
+}
+
+/** What a bulk operation that stopped early made, for its audit record. */
+export interface RedeliveryRecord {
+  audit: AuditEvent;
+  countKey: string;
+  count: number;
 }
 
 export interface AuditRecord extends AuditEvent {

@@ -91,7 +91,7 @@ async function githubIntegration() {
 
 /** The destination service acting as the CLI. */
 const destinations = () =>
-  new DestinationManagement(t.store, { environment: t.config.environment, secrets: testSecretBox(), addressGuard: new AddressGuard([]) }, { type: 'cli', id: 'test', ip: null });
+  new DestinationManagement(t.store, { environment: t.config.environment, secrets: testSecretBox(), addressGuard: new AddressGuard([]), baseUrl: t.config.baseUrl }, { type: 'cli', id: 'test', ip: null });
 
 /**
  * A destination of a fresh integration (made as the CLI) and a webhook stored for it: with

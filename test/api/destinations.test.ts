@@ -97,7 +97,7 @@ describe('create, read, change, delete', () => {
       event_patterns: ['*'],
       header_names: ['Authorization'],
       timeout_ms: 15_000,
-      rate_per_second: null,
+      rate_per_second: 100,
       max_in_flight: 100,
       status: 'active',
       disabled_reason: null,
@@ -108,6 +108,7 @@ describe('create, read, change, delete', () => {
     });
     expect(Date.parse(created.destination.created_at)).toBeGreaterThan(Date.now() - 60_000);
 
+    // The destination itself, as an integration's GET answers; so do PATCH, pause and resume.
     const read = await api('GET', `/destinations/${id}`);
     expect(read.json()).toEqual(created.destination);
     const list = await api('GET', '/destinations?limit=200');
@@ -169,6 +170,8 @@ describe('create, read, change, delete', () => {
     const cleared = await api('PATCH', `/destinations/${destination.id}`, { headers: {} });
     expect(cleared.json()).toMatchObject({ header_names: [] });
     expect((await api('PATCH', `/destinations/${destination.id}`, {})).statusCode).toBe(400);
+    // Absent, the rate is the default; null, asked for, is no limit.
+    expect((await createDestination({ rate_per_second: null })).destination.rate_per_second).toBeNull();
   });
 
   test('delete: 204, then 404 everywhere, gone from the list; its deliveries are cancelled', async () => {
@@ -214,6 +217,15 @@ describe('validation names the field; nothing is stored', () => {
     ['a header intake sets (Content-Type)', { headers: { 'content-type': 'text/plain' } }, 'headers'],
     ['a header intake sets (webhook-signature)', { headers: { 'Webhook-Signature': 'v1,forged' } }, 'headers'],
     ['a header intake sets (x-intake-event)', { headers: { 'X-Intake-Event': 'forged' } }, 'headers'],
+    ['a header intake sets (User-Agent)', { headers: { 'User-Agent': 'forged/1' } }, 'headers'],
+    // content-* is the body's, which is the webhook's own: every one of them, not only type and length.
+    ...['Content-Encoding', 'Content-MD5', 'Content-Length', 'content-language'].map(
+      (name): [string, Json, string] => [`a content header (${name})`, { headers: { [name]: 'x' } }, 'headers'],
+    ),
+    // The connection's and the framing's: undici refuses some, the rest would break the request.
+    ...['Expect', 'Upgrade', 'Keep-Alive', 'TE', 'Trailer', 'Proxy-Connection', 'Transfer-Encoding', 'Connection', 'host', 'HTTP2-Settings'].map(
+      (name): [string, Json, string] => [`a header of the connection (${name})`, { headers: { [name]: 'x' } }, 'headers'],
+    ),
     ['a header name with a space', { headers: { 'Bad Name': 'x' } }, 'headers'],
     ['a header name of 101 characters', { headers: { [`X-${'a'.repeat(99)}`]: 'x' } }, 'headers'],
     ['a header value with CR LF', { headers: { 'X-Injected': 'a\r\nSet-Cookie: x=1' } }, 'headers'],
@@ -253,6 +265,29 @@ describe('validation names the field; nothing is stored', () => {
       expect(response.json<Json>().field === field || String(response.json<Json>().message).includes(field)).toBe(true);
     }
     expect((await api('GET', `/destinations/${destination.id}`)).json()).toEqual(destination);
+  });
+
+  test('120 creates at once make exactly 50 destinations: the count is taken under the company\'s lock', async () => {
+    // URLs of IP literals (allowed here): nothing to resolve, so the creates meet in the store.
+    const allowing = await buildTestApp({ INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' }, { delivery: { start: false } });
+    try {
+      const company = await allowing.newTenant();
+      const headers = await managementKey(allowing, company.companyId);
+      const answers = await Promise.all(
+        Array.from({ length: 120 }, (_, i) => api('POST', '/destinations', { name: `Parallel ${i}`, url: `http://127.0.0.1:9/${i}` }, headers, allowing)),
+      );
+      const statuses = answers.map((answer) => answer.statusCode);
+      expect(statuses.filter((status) => status === 201)).toHaveLength(50);
+      expect(statuses.filter((status) => status === 409)).toHaveLength(70);
+      for (const refused of answers.filter((answer) => answer.statusCode === 409)) {
+        expect(refused.json()).toMatchObject({ error: 'Conflict', code: 'conflict', message: 'A company has at most 50 destinations; delete one first.' });
+      }
+      expect(await allowing.store.listDestinations(company.companyId, { limit: 200 })).toHaveLength(50);
+      const audit = await allowing.store.listAuditLog(company.companyId, { limit: 200, action: 'destination.create' });
+      expect(audit).toHaveLength(50);
+    } finally {
+      await allowing.close();
+    }
   });
 
   test('a company has at most 50 destinations (each is matched inside every commit of its webhooks)', async () => {
@@ -319,12 +354,12 @@ describe('pause, resume, rotate', () => {
     const { destination } = await createDestination({ event_patterns: ['pause.*'] });
     const paused = await api('POST', `/destinations/${destination.id}/pause`);
     expect(paused.statusCode).toBe(200);
-    expect(paused.json()).toMatchObject({ destination: { id: destination.id, status: 'paused' } });
+    expect(paused.json()).toEqual({ ...destination, status: 'paused', updated_at: expect.any(String) });
     const uuid = await sendEvent('pause.test');
     const [held] = await deliveriesOf(`destination_id=${destination.id}`);
     expect(held).toMatchObject({ webhook_uuid: uuid, state: 'held', next_attempt_at: null });
     const resumed = await api('POST', `/destinations/${destination.id}/resume`);
-    expect(resumed.json()).toMatchObject({ destination: { status: 'active' } });
+    expect(resumed.json()).toMatchObject({ id: destination.id, status: 'active' });
     const actions = (await auditActions()).filter((r) => r.target.id === destination.id).map((r) => r.action);
     expect(actions).toEqual(expect.arrayContaining(['destination.pause', 'destination.resume']));
   });
@@ -446,8 +481,9 @@ describe('deliveries: lists, replays and sends', () => {
     expect(replayA.json()).toEqual({ replayed: 2, more: false });
     const states = (await list(`destination_id=${destination.id}`)).map((d) => [d.event, d.state, d.series]);
     expect(states.sort()).toEqual([['bulk.a', 'pending', 1], ['bulk.a', 'pending', 1], ['bulk.b', 'failed', 0]]);
+    // The two just replayed are pending, in their new series: a bulk replay leaves them to it.
     const rest = await call('POST', '/deliveries/replay', { destination_id: destination.id });
-    expect(rest.json()).toEqual({ replayed: 3, more: false });
+    expect(rest.json()).toEqual({ replayed: 1, more: false });
     const missing = await call('POST', '/deliveries/replay', { destination_id: 'dst_0000000000000000000000' });
     expect(missing.statusCode).toBe(404);
     const badState = await call('POST', '/deliveries/replay', { destination_id: destination.id, state: 'lost' });

@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { ERRORS, type ErrorCode } from '../../src/errors.js';
 import { buildTestApp, sendWebhook, waitFor, type TestApp, type TestTenant } from '../helpers.js';
@@ -125,6 +126,39 @@ describe('GET /api/v1/requests', () => {
     const since = all[7]!.received_at;
     const until = all[2]!.received_at;
     await expectRows(`&since=${since}&until=${until}`, (r) => r.received_at >= since && r.received_at < until);
+  });
+
+  test("filters by a source secret (sec_…): who still signs with the old one during a rotation", async () => {
+    const company = (await t.management.createCompany('Rotating')).id;
+    const logsKey = await managementKey(t, company, ['logs:read']);
+    const tenant = await t.newTenant({ companyId: company, source: { type: 'github' } });
+    const signed = async (secret: string) => {
+      const body = JSON.stringify({ action: 'opened', n: Math.random() });
+      const signature = `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+      const response = await sendWebhook(t.app, tenant.integrationKey, { body, headers: { 'x-github-event': 'issues', 'x-hub-signature-256': signature } });
+      expect(response.statusCode).toBe(202);
+      return (response.json() as { uuid: string }).uuid;
+    };
+    const byOld = await signed(tenant.sourceSecret!);
+    const rotated = await t.management.rotateSourceSecret(company, tenant.integrationId, undefined, 3600);
+    const byNew = await waitFor(async () => {
+      const response = await sendWebhook(t.app, tenant.integrationKey, {
+        body: '{"action":"closed"}',
+        headers: { 'x-github-event': 'issues', 'x-hub-signature-256': `sha256=${createHmac('sha256', rotated.secret!).update('{"action":"closed"}').digest('hex')}` },
+      });
+      return response.statusCode === 202 ? (response.json() as { uuid: string }).uuid : undefined;
+    }, 'the new secret to verify');
+    const bySecret = async (secretId: string) => {
+      const found = await waitFor(async () => {
+        const listed = await rows(`&key_id=${secretId}`, logsKey);
+        return listed.length > 0 ? listed : undefined;
+      }, `the rows of ${secretId}`);
+      return found.map((row) => row.webhook_uuid);
+    };
+    expect(await bySecret(tenant.sourceSecretId!)).toEqual([byOld]);
+    expect(await bySecret(rotated.id)).toEqual([byNew]);
+    const malformed = await get(`/requests?key_id=sec_short`, logsKey);
+    expect(malformed.statusCode).toBe(400);
   });
 
   test('pages by cursor without gaps or repeats', async () => {

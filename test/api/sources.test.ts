@@ -8,7 +8,13 @@ import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import twilio from 'twilio';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { buildTestApp, sendWebhook, waitFor, type TestApp, type TestTenant } from '../helpers.js';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import { Management } from '../../src/services/management.js';
+import type { SourceInput } from '../../src/sources/settings.js';
+import { buildTestApp, freshStore, sendWebhook, testSecretBox, waitFor, type TestApp, type TestTenant } from '../helpers.js';
+import { ADMISSION_GATE_OFF } from '../support/processes.js';
 import { member } from '../support/api.js';
 
 /**
@@ -80,9 +86,13 @@ describe('github', () => {
 
   test('every payload of @octokit/webhooks-examples, sent as GitHub sends it, is stored with its event name', async () => {
     const expected: Array<{ uuid: string; event: string; body: string }> = [];
+    // The corpus lists a few examples twice: the same signed bytes again are a replay.
+    const sent = new Set<string>();
     for (const definition of examples) {
       for (const example of definition.examples) {
         const body = JSON.stringify(example);
+        if (sent.has(body)) continue;
+        sent.add(body);
         const response = await sendWebhook(t.app, tenant.integrationKey, {
           body,
           headers: {
@@ -295,14 +305,44 @@ test("gitlab: the token GitLab sends is checked and never stored with the webhoo
   expect(read.body).not.toContain(tenant.sourceSecret);
 });
 
-test('a provider source refuses a Content-Type its provider does not send with 415', async () => {
-  const tenant = await t.newTenant({ source: { type: 'github' } });
+test('a provider source refuses a Content-Type its provider does not send with 415, and logs the reason it answered', async () => {
+  const tenant = await t.newTenant({ source: { type: 'stripe', secret: `whsec_${randomBytes(24).toString('hex')}` } });
   const response = await sendWebhook(t.app, tenant.integrationKey, {
-    body: 'hello',
-    contentType: 'text/plain',
-    headers: { 'x-hub-signature-256': await signGitHub(tenant.sourceSecret!, 'hello') },
+    body: 'a=1',
+    contentType: 'application/x-www-form-urlencoded',
+    headers: stripeHeaders(tenant.sourceSecret!, 'a=1'),
   });
   expect(response.statusCode).toBe(415);
+  const { message } = response.json() as { message: string };
+  expect(message).toBe('A stripe source takes JSON (application/json) bodies.');
+  const logged = await waitFor(async () => (await requestLog(tenant)).find((row) => row.status === 415), 'the refusal');
+  expect(logged.errorDetail).toBe(message);
+});
+
+test('a missing timestamp header is Invalid signature, its reason naming the header (Slack, Standard Webhooks, hmac)', async () => {
+  const body = '{"type":"x"}';
+  const cases: Array<{ source: SourceInput; headers: Record<string, string>; reason: string }> = [
+    { source: { type: 'slack', secret: randomBytes(16).toString('hex') }, headers: { 'x-slack-signature': `v0=${'0'.repeat(64)}` }, reason: 'X-Slack-Request-Timestamp header is missing' },
+    {
+      source: { type: 'standard_webhooks' },
+      headers: { 'webhook-id': 'msg_1', 'webhook-signature': `v1,${Buffer.alloc(32).toString('base64')}` },
+      reason: 'webhook-timestamp header is missing',
+    },
+    {
+      source: { type: 'hmac', config: { timestamp_header: 'X-Timestamp' } },
+      headers: { 'x-signature': '0'.repeat(64) },
+      reason: 'X-Timestamp header is missing',
+    },
+  ];
+  for (const { source, headers, reason } of cases) {
+    const tenant = await t.newTenant({ source });
+    const response = await sendWebhook(t.app, tenant.integrationKey, { body, headers });
+    expect(response.statusCode, source.type).toBe(401);
+    // The answer's message is the reason as a sentence, its first letter capitalised.
+    expect(response.json()).toMatchObject({ error: 'Invalid signature', message: expect.stringContaining(reason.slice(1)) });
+    const logged = await waitFor(async () => (await requestLog(tenant)).find((row) => row.status === 401), 'the refusal');
+    expect(logged.errorDetail).toBe(reason);
+  }
 });
 
 test('refused signatures count against the address like refused keys', async () => {
@@ -380,6 +420,61 @@ describe('the management API', () => {
     expect(badHeader.statusCode).toBe(400);
     expect(badHeader.json()).toMatchObject({ field: 'source_config' });
   });
+
+  test('a secret over 1,000 characters is a 400 naming the field, wherever a secret is sent', async () => {
+    const company = (await t.management.createCompany('Sources API')).id;
+    const headers = (await member(t, company, 'owner')).change;
+    const long = `whsec_${'a'.repeat(1000)}`;
+    const created = await t.app.inject({ method: 'POST', url: '/api/v1/integrations', headers, payload: { name: 'x', source: { type: 'stripe', secret: long } } });
+    const id = (
+      (await t.app.inject({ method: 'POST', url: '/api/v1/integrations', headers, payload: { name: 'y', source: { type: 'github' } } })).json() as {
+        integration: { id: string };
+      }
+    ).integration.id;
+    const changed = await t.app.inject({ method: 'PUT', url: `/api/v1/integrations/${id}/source`, headers, payload: { type: 'stripe', secret: long } });
+    const rotated = await t.app.inject({ method: 'POST', url: `/api/v1/integrations/${id}/source-secrets`, headers, payload: { secret: long } });
+    for (const response of [created, changed, rotated]) {
+      expect(response.statusCode, response.body).toBe(400);
+      expect(response.json()).toMatchObject({ error: expect.any(String), field: 'secret', message: 'The secret must be at most 1000 characters.' });
+      expect(response.body).not.toContain(long);
+    }
+  });
+});
+
+test('at LOG_LEVEL=debug, a signature refused or verified is logged with the integration, the provider and the reason; never a secret, a signature or a body', async () => {
+  const lines: string[] = [];
+  const database = await freshStore();
+  const config = loadConfig({ LOG_LEVEL: 'debug', ...ADMISSION_GATE_OFF });
+  const logger = createLogger('debug', { write: (line: string) => void lines.push(line) });
+  const app = await buildApp({ config, store: database.store, logger, secrets: testSecretBox() });
+  try {
+    const management = new Management(database.store, { ...config, secrets: testSecretBox() }, { type: 'cli', id: 'test', ip: null });
+    const company = (await management.createCompany('Debugging')).id;
+    const created = await management.createIntegration(company, { name: 'GitHub', source: { type: 'github' } });
+    const secret = created.sourceSecret!;
+    const body = '{"action":"opened","note":"a body that must stay out of the log"}';
+    const wrong = await signGitHub('not the secret at all', body);
+    const right = await signGitHub(secret, body);
+    const send = (signature: string, contentType = 'application/json') =>
+      sendWebhook(app, created.integration.integrationKey, { body, contentType, headers: { 'x-github-event': 'issues', 'x-hub-signature-256': signature } });
+    expect((await send(wrong)).statusCode).toBe(401);
+    expect((await send(right)).statusCode).toBe(202);
+    expect((await send(right, 'text/plain')).statusCode).toBe(415);
+
+    const entries = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    const debug = (msg: string) => entries.find((entry) => entry.msg === msg && entry.level === 20);
+    const source = { integration_id: created.integration.id, provider: 'github' };
+    expect(debug('source signature refused')).toMatchObject({ ...source, code: 'invalid_signature', reason: 'signature does not match the secret' });
+    expect(debug('source signature verified')).toMatchObject({ ...source, secret_id: created.sourceSecretId, event: 'issues.opened' });
+    expect(debug('source refused the content type')).toMatchObject({ ...source, content_type: 'text/plain' });
+    const written = lines.join('');
+    for (const hidden of [secret, wrong, right, wrong.slice('sha256='.length), right.slice('sha256='.length), 'a body that must stay out of the log']) {
+      expect(written).not.toContain(hidden);
+    }
+  } finally {
+    await app.close();
+    await database.cleanup();
+  }
 });
 
 test('secrets are absent in plain text from the database files and the WAL', async (context) => {

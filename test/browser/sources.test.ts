@@ -51,7 +51,8 @@ async function copyFieldValue(scope: ReturnType<Page['locator']>, label: string)
 
 /** A GitHub delivery signed with `secret`, as GitHub sends it; the status answered. */
 async function sendGitHub(url: string, secret: string): Promise<number> {
-  const body = JSON.stringify({ zen: 'Keep it logically awesome.', hook_id: 1 });
+  // A body of its own each time: the same signed bytes again would be a replay (200).
+  const body = JSON.stringify({ zen: 'Keep it logically awesome.', hook_id: 1, n: randomBytes(8).toString('hex') });
   const response = await fetch(url, {
     method: 'POST',
     headers: {

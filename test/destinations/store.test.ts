@@ -8,8 +8,8 @@ import { addDestination, claimDeliveries, finishAttempts } from '../support/deli
 /**
  * The outbox and its workers' side of the store, on each database: delivery rows written
  * with their webhooks, claims with leases shared by two nodes, budgets per destination,
- * results applied only under their lease, failure streaks, held deliveries, replays, sends,
- * stats and the feed's order.
+ * results applied only under their lease, failure streaks, held deliveries, stats and the
+ * feed's order (replays and sends: redeliveries.test.ts).
  */
 
 const T0 = Date.UTC(2026, 0, 5, 9, 0, 0);
@@ -164,11 +164,35 @@ describe('claims', () => {
     const first = await claimDeliveries(store, T0 + 100, LEASE);
     const second = await claimDeliveries(other, T0 + 200, LEASE);
     const byDestination = (claims: ClaimedDelivery[], id: string) => claims.filter((c) => c.destinationId === id).length;
+    const slotsOf = (claims: ClaimedDelivery[]) => claims.filter((c) => c.destinationId === limited).map((c) => c.sendAt);
     // The first destination (3 in flight) also gets the rated events: 3 at most in flight.
     expect(first.length + second.length - byDestination([...first, ...second], limited)).toBe(3);
-    expect(byDestination(first, limited) + byDestination(second, limited)).toBe(4);
-    // The next second allows four more of the rated one.
-    expect(byDestination(await claimDeliveries(store, T0 + 1100, LEASE), limited)).toBe(4);
+    // The rated one: a slot every 250 ms, given out 250 ms ahead; the other node goes on from the row.
+    expect(slotsOf(first)).toEqual([T0 + 100, T0 + 350]);
+    expect(slotsOf(second)).toEqual([]);
+    expect(slotsOf(await claimDeliveries(other, T0 + 400, LEASE))).toEqual([T0 + 600]);
+    expect(slotsOf(await claimDeliveries(store, T0 + 1100, LEASE))).toEqual([T0 + 1100, T0 + 1350]);
+  });
+
+  // Counted per calendar second, 4 a second let 8 requests through within 150 ms around a second's edge.
+  test.each([4, 3, 7])('a rate of %i a second: no second ever holds more sends, and in the long run the rate is reached', async (rate) => {
+    const rated = await destination(owner.companyId, { maxInFlight: 100, ratePerSecond: rate });
+    await commit(Array.from({ length: 100 }, () => [owner] as [Owner]), T0 - 10_000);
+    const nodes = [store, db.openAnother()];
+    const sends: number[] = [];
+    let reported: AttemptResult[] = [];
+    // Two nodes' rounds, 97 ms apart (a worker's idle poll is 100 ms), each reporting the last one's sends.
+    for (let at = T0, round = 0; at < T0 + 12_000; at += 97, round++) {
+      const { claimed } = await nodes[round % 2]!.exchangeDeliveries(reported, at, LEASE, 5 * DAY);
+      const mine = claimed.filter((c) => c.destinationId === rated);
+      // A claim's slots; without them a claim's requests go out when it is made.
+      sends.push(...mine.map((c) => c.sendAt ?? at));
+      reported = mine.map((c) => result(c, 'succeeded', c.sendAt ?? at));
+    }
+    sends.sort((a, b) => a - b);
+    const crowded = sends.findIndex((sent, i) => i + rate < sends.length && sends[i + rate]! - sent < 1000);
+    expect(crowded, `${rate + 1} sends within a second from ${crowded}: ${sends.slice(crowded, crowded + rate + 1).map((t) => t - T0)}`).toBe(-1);
+    expect(sends.filter((sent) => sent < T0 + 12_000)).toHaveLength(12 * rate);
   });
 });
 
@@ -286,48 +310,6 @@ describe('results', () => {
         [gone, 'system'],
       ]),
     );
-  });
-});
-
-describe('replay and send', () => {
-  test('a replay starts a new series; a bulk replay takes the filter; a deleted destination cancels what it had not sent', async () => {
-    const id = await destination(owner.companyId);
-    await commit([[owner], [owner], [owner]]);
-    const claimed = await claimDeliveries(store, T0 + 5, LEASE);
-    await finishAttempts(store, 
-      claimed.map((c, i) => result(c, i === 0 ? 'succeeded' : 'failed', T0 + 1)),
-      T0 + 1,
-      5 * DAY,
-    );
-    const replayed = await store.replayDelivery(owner.companyId, claimed[0]!.id, T0 + 10, audit('delivery.replay'));
-    expect(replayed).toMatchObject({ state: 'pending', series: 1, attempts: 0, nextAttemptAt: T0 + 10 });
-    expect(await store.replayDelivery('cmp_NotTheOwner0000000000', claimed[0]!.id, T0, audit('delivery.replay'))).toBeUndefined();
-    const bulk = await store.replayDeliveries(owner.companyId, { destinationId: id, state: 'failed' }, T0 + 20, 1, audit('delivery.replay'));
-    expect(bulk).toEqual({ count: 1, more: true });
-    const next = await claimDeliveries(store, T0 + 30, LEASE);
-    expect(next.map((c) => [c.series, c.attempt])).toEqual([
-      [1, 1],
-      [1, 1],
-    ]);
-
-    expect(await store.deleteDestination(owner.companyId, id, T0 + 40, audit('destination.delete', id))).toBe(true);
-    await store.reconcileHeldDeliveries(T0 + 40, 1000);
-    const states = await db.query<{ state: string }>('select state from deliveries order by state');
-    // The one failed delivery not replayed stays failed: settled rows are history.
-    expect(states.map((s) => s.state)).toEqual(['cancelled', 'cancelled', 'failed']);
-  });
-
-  test('stored webhooks are sent to a destination created after them, once each, through its filters', async () => {
-    const before = await commit([[owner, { event: 'order.created' }], [owner, { event: 'invoice.paid' }], [owner, { event: 'order.paid' }]]);
-    const id = await destination(owner.companyId, { eventPatterns: ['order.*'] });
-    const range = await store.sendToDestination(owner.companyId, id, { since: T0 - 1, until: T0 + 10 }, T0 + 100, 10_000, audit('destination.send', id));
-    expect(range).toEqual({ count: 2, skipped: 0, more: false });
-    const again = await store.sendToDestination(owner.companyId, id, { since: T0 - 1, until: T0 + 10 }, T0 + 100, 10_000, audit('destination.send', id));
-    expect(again).toEqual({ count: 0, skipped: 2, more: false });
-    const named = await store.sendToDestination(owner.companyId, id, { webhookUuids: [before[1]!.uuid] }, T0 + 100, 10_000, audit('destination.send', id));
-    expect(named).toEqual({ count: 1, skipped: 0, more: false });
-    const stranger = await createTenant(store);
-    expect(await store.sendToDestination(stranger.companyId, id, { webhookUuids: [before[0]!.uuid] }, T0, 10, audit('destination.send', id))).toMatchObject({ count: 0 });
   });
 });
 

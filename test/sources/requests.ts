@@ -49,7 +49,7 @@ export async function verifyOnly(provider: Provider, request: SignedRequest, liv
 }
 
 export function expectAccepted(verdict: Verdict, secretId = 'sec_1'): void {
-  expect(verdict).toEqual({ ok: true, secretId });
+  expect(verdict).toEqual({ ok: true, secretId, signed: expect.any(Array) });
 }
 
 /**

@@ -23,6 +23,11 @@ function formRequest(fields: Array<[string, string]>, signature: string, publicU
   return signedRequest({ headers, body: new URLSearchParams(fields).toString(), publicUrl });
 }
 
+/** The fields as Twilio signs them after the URL: each name and its value, sorted by name. */
+function signedText(fields: Array<[string, string]>): string {
+  return [...fields].sort(([a], [b]) => (a < b ? -1 : 1)).map(([name, value]) => name + value).join('');
+}
+
 function sdkSignature(url: string, params: Record<string, string | string[]>, token = TOKEN): string {
   return twilioSdk.getExpectedTwilioSignature(token, url, params);
 }
@@ -67,6 +72,19 @@ describe('twilio', () => {
     const other = JSON.stringify({ type: 'com.twilio.messaging.message.failed' });
     expectRefused(await verdictOf(twilio, { ...request, rawBody: Buffer.from(other) }, secrets(TOKEN)), 'invalid_signature', 'the body does not match the bodySHA256 in the address');
     expect(createHash('sha256').update(body).digest('hex')).toBe(twilioSdk.getExpectedBodyHash(body));
+  });
+
+  test('a JSON body without bodySHA256 in the address is refused, as validateRequestWithBody refuses it', async () => {
+    // A form's fields appended to an address with a query: the address alone matches the form's signature.
+    const signature = sdkSignature(URL, Object.fromEntries(FIELDS));
+    const forged = URL + signedText(FIELDS);
+    const body = JSON.stringify({ type: 'com.twilio.messaging.message.delivered' });
+    expect(twilioSdk.validateRequest(TOKEN, signature, forged, {})).toBe(true);
+    expect(twilioSdk.validateRequestWithBody(TOKEN, signature, forged, body)).toBe(false);
+    const request = signedRequest({ headers: { 'content-type': 'application/json', 'x-twilio-signature': signature }, body, publicUrl: forged });
+    expectRefused(await verdictOf(twilio, request, secrets(TOKEN)), 'invalid_signature', 'the address has no bodySHA256, which Twilio adds for a JSON body', [TOKEN, signature]);
+    // Refused before the body is parsed: a body that is not JSON gets its 401, not a 400.
+    expectRefused(await verdictOf(twilio, { ...request, rawBody: Buffer.from('not json') }, secrets(TOKEN)), 'invalid_signature', /bodySHA256/);
   });
 
   test('describes EventType, else message.<status> or call.<status>; the id is I-Twilio-Idempotency-Token', () => {

@@ -1,4 +1,5 @@
 import { newId } from '../../src/domain/ids.js';
+import { MAX_DESTINATIONS } from '../../src/services/destinations.js';
 import type { AttemptResult, ClaimedDelivery, ClaimOptions, DisabledDestination, NewDestination, Store } from '../../src/store/store.js';
 
 /** A worker's round that only claims, as the store tests take one step at a time. */
@@ -38,6 +39,6 @@ export async function addDestination(store: Store, companyId: string, settings: 
     targetType: 'destination',
     targetId: destination.id,
     at: destination.createdAt,
-  });
+  }, MAX_DESTINATIONS);
   return destination.id;
 }

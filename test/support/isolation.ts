@@ -104,7 +104,7 @@ export async function isolationWorld(t: TestApp): Promise<IsolationWorld> {
   };
   const destinations = new DestinationManagement(
     t.store,
-    { environment: t.config.environment, secrets: testSecretBox(), addressGuard: new AddressGuard([]) },
+    { environment: t.config.environment, secrets: testSecretBox(), addressGuard: new AddressGuard([]), baseUrl: t.config.baseUrl },
     owner('destinations'),
   );
   /** A paused destination of the company (what it is sent is held, never attempted), and its header's sealed value. */

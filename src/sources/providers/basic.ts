@@ -58,7 +58,7 @@ export const basic: Provider = {
     // Both compared every time, so the timing does not tell a right user name from a wrong one.
     const userMatches = sameSecret(username, config.username ?? DEFAULT_USERNAME);
     for (const secret of secrets) {
-      if (sameSecret(password, secret.value) && userMatches) return { ok: true, secretId: secret.id };
+      if (sameSecret(password, secret.value) && userMatches) return { ok: true, secretId: secret.id, signed: [request.rawBody] };
     }
     return invalid('user name or password does not match');
   },

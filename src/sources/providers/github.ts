@@ -65,7 +65,7 @@ export const github: Provider = {
   verify(request, secrets) {
     const sent = sentSignature(request.headers);
     if (!sent.ok) return sent;
-    return firstMatch(secrets, (secret) => sameBytes(sent.value, createHmac('sha256', secret).update(request.rawBody).digest()));
+    return firstMatch(secrets, (secret) => sameBytes(sent.value, createHmac('sha256', secret).update(request.rawBody).digest()), [request.rawBody]);
   },
 
   describe(request, body) {

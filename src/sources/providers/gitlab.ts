@@ -46,7 +46,7 @@ export const gitlab: Provider = {
   verify(request, secrets) {
     const sent = sentToken(request.headers);
     if (!sent.ok) return sent;
-    return firstMatch(secrets, (secret) => sameSecret(sent.value, secret), HEADER);
+    return firstMatch(secrets, (secret) => sameSecret(sent.value, secret), [request.rawBody], HEADER);
   },
 
   describe(request, body) {

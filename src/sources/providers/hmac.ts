@@ -122,7 +122,7 @@ export const hmac: Provider = {
     const sent = sentSignature(request.headers, hmacConfig, request.now);
     if (!sent.ok) return sent;
     const { digest, before, after } = sent.value;
-    return firstMatch(secrets, (secret) => sameBytes(digest, hmacOf(hmacConfig, secret, before, request.rawBody, after)));
+    return firstMatch(secrets, (secret) => sameBytes(digest, hmacOf(hmacConfig, secret, before, request.rawBody, after)), [before, request.rawBody, after]);
   },
 
   describe: (_request, body) => ({ event: genericEvent(body), deliveryId: undefined }),

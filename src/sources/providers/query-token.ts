@@ -45,7 +45,7 @@ export const queryToken: Provider = {
   verify(request, secrets, config) {
     const sent = sentToken(request, parameterOf(config));
     if (!sent.ok) return sent;
-    return firstMatch(secrets, (secret) => sameSecret(sent.value, secret), 'token');
+    return firstMatch(secrets, (secret) => sameSecret(sent.value, secret), [request.rawBody], 'token');
   },
 
   describe: (_request, body) => ({ event: genericEvent(body), deliveryId: undefined }),

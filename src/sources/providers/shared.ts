@@ -1,6 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ParsedBody, Refusal, SourceSecret, Verdict } from '../provider.js';
+import type { ParsedBody, Refusal, SignedContent, SourceSecret, Verdict } from '../provider.js';
 
 /**
  * What the provider modules share: reading headers, comparing in constant time, the replay
@@ -42,10 +42,15 @@ export function sameSecret(sent: string, secret: string): boolean {
   return timingSafeEqual(createHash('sha256').update(sent).digest(), createHash('sha256').update(secret).digest());
 }
 
-/** The first live secret `matches` accepts, or the refusal naming how many were tried. */
-export function firstMatch(secrets: readonly SourceSecret[], matches: (secret: string) => boolean, what = 'signature'): Verdict {
+/** The first live secret `matches` accepts (with what its proof covers), or the refusal naming how many were tried. */
+export function firstMatch(
+  secrets: readonly SourceSecret[],
+  matches: (secret: string) => boolean,
+  signed: SignedContent,
+  what = 'signature',
+): Verdict {
   for (const secret of secrets) {
-    if (matches(secret.value)) return { ok: true, secretId: secret.id };
+    if (matches(secret.value)) return { ok: true, secretId: secret.id, signed };
   }
   const which = secrets.length === 1 ? 'the secret' : `any of the ${secrets.length} secrets`;
   return invalid(`${what} does not match ${which}`);

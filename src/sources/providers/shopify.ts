@@ -40,7 +40,7 @@ export const shopify: Provider = {
   verify(request, secrets) {
     const sent = sentSignature(request.headers);
     if (!sent.ok) return sent;
-    return firstMatch(secrets, (secret) => sameBytes(sent.value, createHmac('sha256', secret).update(request.rawBody).digest()));
+    return firstMatch(secrets, (secret) => sameBytes(sent.value, createHmac('sha256', secret).update(request.rawBody).digest()), [request.rawBody]);
   },
 
   describe: (request) => ({

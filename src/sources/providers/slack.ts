@@ -87,8 +87,10 @@ export const slack: Provider = {
     const sent = sentSignature(request.headers, request.now);
     if (!sent.ok) return sent;
     const base = `v0:${sent.value.timestamp}:`;
-    return firstMatch(secrets, (secret) =>
-      sameBytes(sent.value.digest, createHmac('sha256', secret).update(base).update(request.rawBody).digest()),
+    return firstMatch(
+      secrets,
+      (secret) => sameBytes(sent.value.digest, createHmac('sha256', secret).update(base).update(request.rawBody).digest()),
+      [base, request.rawBody],
     );
   },
 

@@ -85,10 +85,15 @@ export const standardWebhooks: Provider = {
   verify(request, secrets) {
     const sent = sentSignature(request.headers, request.now);
     if (!sent.ok) return sent;
-    return firstMatch(secrets, (secret) => {
-      const expected = createHmac('sha256', keyOf(secret)).update(sent.value.signedPrefix).update(request.rawBody).digest();
-      return sent.value.v1.map((digest) => sameBytes(digest, expected)).includes(true);
-    });
+    const { signedPrefix, v1 } = sent.value;
+    return firstMatch(
+      secrets,
+      (secret) => {
+        const expected = createHmac('sha256', keyOf(secret)).update(signedPrefix).update(request.rawBody).digest();
+        return v1.map((digest) => sameBytes(digest, expected)).includes(true);
+      },
+      [signedPrefix, request.rawBody],
+    );
   },
 
   describe: (request, body) => ({

@@ -67,11 +67,16 @@ export const stripe: Provider = {
   verify(request, secrets) {
     const sent = sentSignature(request.headers, request.now);
     if (!sent.ok) return sent;
-    return firstMatch(secrets, (secret) => {
-      const expected = createHmac('sha256', secret).update(`${sent.value.timestamp}.`).update(request.rawBody).digest();
-      // Every v1 is compared, matched or not, so the timing does not say which one matched.
-      return sent.value.v1.map((digest) => sameBytes(digest, expected)).includes(true);
-    });
+    const signedPrefix = `${sent.value.timestamp}.`;
+    return firstMatch(
+      secrets,
+      (secret) => {
+        const expected = createHmac('sha256', secret).update(signedPrefix).update(request.rawBody).digest();
+        // Every v1 is compared, matched or not, so the timing does not say which one matched.
+        return sent.value.v1.map((digest) => sameBytes(digest, expected)).includes(true);
+      },
+      [signedPrefix, request.rawBody],
+    );
   },
 
   describe(_request, body) {

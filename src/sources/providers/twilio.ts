@@ -1,5 +1,6 @@
 import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
+import { isFormContentType } from '../../domain/webhook-body.js';
 import type { ParsedBody, Provider, SignedRequest } from '../provider.js';
 import {
   decodeDigest,
@@ -19,7 +20,10 @@ import {
  * Twilio: `X-Twilio-Signature`, the base64 HMAC-SHA1 keyed with the account's auth token of
  * the full URL Twilio requested, followed for a form by each field's name and value, sorted
  * by name. A JSON body is not signed field by field: Twilio adds `bodySHA256` (the body's
- * hex SHA-256) to the URL's query and signs the URL alone. No timestamp, no replay window.
+ * hex SHA-256) to the URL's query and signs the URL alone, so a JSON body without it is
+ * refused, as twilio-node's validateRequestWithBody refuses it: taken as the URL alone, any
+ * JSON body would pass with a captured form's signature, its fields appended to the query.
+ * No timestamp, no replay window.
  * https://www.twilio.com/docs/usage/webhooks/webhooks-security#validating-signatures-from-twilio
  *
  * Where the docs are silent this follows twilio-node's validateRequest: a name sent several
@@ -56,14 +60,19 @@ function signedFields(fields: ReadonlyArray<[string, string]>): string {
     .join('');
 }
 
-/** What follows the URL in the signed text; undefined when a JSON body does not match the bodySHA256 in the URL. */
-function signedText(request: SignedRequest, body: () => ParsedBody): string | undefined {
-  if (request.query.has('bodySHA256')) {
+/** What follows the URL in the signed text: a form's fields, or nothing when the URL's bodySHA256 matches the body. */
+function signedText(request: SignedRequest, body: () => ParsedBody): Checked<string> {
+  const bodySha256 = request.query.get('bodySHA256');
+  if (bodySha256 !== null) {
     const hash = createHash('sha256').update(request.rawBody).digest('hex');
-    return sameBytes(Buffer.from(request.query.get('bodySHA256')!.toLowerCase()), Buffer.from(hash)) ? '' : undefined;
+    return sameBytes(Buffer.from(bodySha256.toLowerCase()), Buffer.from(hash))
+      ? { ok: true, value: '' }
+      : invalid('the body does not match the bodySHA256 in the address');
   }
+  // From the Content-Type, not the parsed body: a body that is not JSON gets its 401 before any 400.
+  if (!isFormContentType(request.headers['content-type'])) return invalid('the address has no bodySHA256, which Twilio adds for a JSON body');
   const parsed = body();
-  return parsed.kind === 'form' ? signedFields(parsed.fields) : '';
+  return parsed.kind === 'form' ? { ok: true, value: signedFields(parsed.fields) } : invalid('the body is not a form');
 }
 
 export const twilio: Provider = {
@@ -81,10 +90,13 @@ export const twilio: Provider = {
     const sent = sentSignature(request.headers);
     if (!sent.ok) return sent;
     const fields = signedText(request, body);
-    if (fields === undefined) return invalid('the body does not match the bodySHA256 in the address');
-    const candidates = urlVariants(request.publicUrl).map((url) => Buffer.from(url + fields));
-    return firstMatch(secrets, (secret) =>
-      candidates.map((data) => sameBytes(sent.value, createHmac('sha1', secret).update(data).digest())).includes(true),
+    if (!fields.ok) return fields;
+    const candidates = urlVariants(request.publicUrl).map((url) => Buffer.from(url + fields.value));
+    return firstMatch(
+      secrets,
+      (secret) => candidates.map((data) => sameBytes(sent.value, createHmac('sha1', secret).update(data).digest())).includes(true),
+      // Either way of writing the port is the same address, and so the same signed request.
+      [request.publicUrl, fields.value],
     );
   },
 

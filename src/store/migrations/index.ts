@@ -11,6 +11,8 @@ import * as deliveriesWaiting from './0008-deliveries-waiting.js';
 import * as deliveriesVacuum from './0009-deliveries-vacuum.js';
 import * as requestLogInWebhooks from './0010-request-log-in-webhooks.js';
 import * as timeIndexesAscending from './0011-time-indexes-ascending.js';
+import * as redeliveries from './0012-redeliveries.js';
+import * as destinationRateSpacing from './0013-destination-rate-spacing.js';
 
 export { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../dialect-types.js';
 
@@ -32,6 +34,8 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0009-deliveries-vacuum': deliveriesVacuum,
   '0010-request-log-in-webhooks': requestLogInWebhooks,
   '0011-time-indexes-ascending': timeIndexesAscending,
+  '0012-redeliveries': redeliveries,
+  '0013-destination-rate-spacing': destinationRateSpacing,
 };
 
 /** Every migration's name, in order: what a new database gets. */

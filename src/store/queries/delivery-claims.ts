@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type Selectable } from 'kysely';
-import { keptContentType } from '../../domain/webhook-body.js';
+import { keptForDelivery } from '../../domain/webhook-body.js';
 import type { DialectTypes } from '../migrations/index.js';
 import type { Database, DestinationsTable } from '../schema.js';
 import type { ClaimedDelivery, ClaimOptions, PayloadFormat, WebhookBody, WebhookRef } from '../store.js';
@@ -13,6 +13,16 @@ import type { ClaimedDelivery, ClaimOptions, PayloadFormat, WebhookBody, Webhook
 
 /** Candidates read per claim, per delivery wanted: room for rows another node takes first. */
 const CANDIDATES_PER_CLAIM = 4;
+
+/**
+ * How far ahead a claim gives out a rated destination's send slots (ClaimedDelivery.sendAt;
+ * the worker waits for each). A rate is a spacing of 1/rate between requests, so that no
+ * second ever holds more than the rate; a claim that could give only the slot of its own
+ * instant would send one request per round, and rounds come every 100 ms when idle. Longer
+ * than that gap, or slots pass unused and the rate is not reached; short, because a
+ * delivery waiting for its slot holds a place among the requests in flight.
+ */
+export const RATE_HORIZON_MS = 250;
 
 /**
  * `state = 'pending'`, written so that SQLite reads one destination's pending rows from the
@@ -33,8 +43,7 @@ export type LockedDestination = Pick<
   | 'timeout_ms'
   | 'max_in_flight'
   | 'rate_per_second'
-  | 'rate_window_start'
-  | 'rate_window_count'
+  | 'rate_next_send_at_us'
   | 'secret_sealed'
   | 'previous_secret_sealed'
   | 'previous_secret_expires_at'
@@ -46,8 +55,8 @@ export type LockedDestination = Pick<
 >;
 
 /**
- * The destinations a claim locks and reads: active ones with room (requests in flight and
- * this second's rate not used up) and with a due delivery, at most `limit`. Each company's
+ * The destinations a claim locks and reads: active ones with room (requests in flight, and
+ * a send slot of their rate within RATE_HORIZON_MS) and with a due delivery, at most `limit`. Each company's
  * oldest-waiting destination first, then each one's second, and so on, oldest due first
  * within a rank: a company whose backlog is the oldest (or whose destinations take
  * nothing) can neither hold back another company's deliveries nor fill a claim alone.
@@ -60,7 +69,6 @@ export type LockedDestination = Pick<
  * exchange records first) count as free: a worker's results make room for its next claim.
  */
 export async function destinationsToClaimFrom(trx: Kysely<Database>, now: number, limit: number, reported: readonly string[]): Promise<string[]> {
-  const window = rateWindowOf(now);
   const rows = await trx
     .selectFrom((eb) =>
       eb
@@ -76,9 +84,7 @@ export async function destinationsToClaimFrom(trx: Kysely<Database>, now: number
         )
         .where('d.status', '=', 'active')
         .where('d.deleted_at', 'is', null)
-        .where((eb) =>
-          eb.or([eb('d.rate_per_second', 'is', null), eb('d.rate_window_start', '<>', window), eb('d.rate_window_count', '<', eb.ref('d.rate_per_second'))]),
-        )
+        .where((eb) => eb.or([eb('d.rate_per_second', 'is', null), eb('d.rate_next_send_at_us', '<=', horizonUs(now))]))
         .where((eb) =>
           eb(
             'd.max_in_flight',
@@ -140,8 +146,7 @@ export async function lockDestinations(trx: Kysely<Database>, types: DialectType
           'timeout_ms',
           'max_in_flight',
           'rate_per_second',
-          'rate_window_start',
-          'rate_window_count',
+          'rate_next_send_at_us',
           'secret_sealed',
           'previous_secret_sealed',
           'previous_secret_expires_at',
@@ -182,12 +187,11 @@ export async function claimCandidates(
     .groupBy('destination_id')
     .execute();
   const leased = new Map(inFlight.map((row) => [row.destination_id, Number(row.count)]));
-  const window = rateWindowOf(now);
   const budget = new Map(
     destinationIds.map((id) => {
       const d = destinations.get(id)!;
       let room = d.max_in_flight - (leased.get(id) ?? 0);
-      if (d.rate_per_second !== null) room = Math.min(room, d.rate_per_second - usedInWindow(d, window));
+      if (d.rate_per_second !== null) room = Math.min(room, slotsWithinHorizon(d, now));
       return [id, Math.max(0, room)];
     }),
   );
@@ -239,27 +243,35 @@ export async function claimCandidates(
   if (taken.length === 0) return [];
 
   const token = randomUUID();
+  const sendAt = new Map<string, number>();
   for (const id of destinationIds) {
     const destination = destinations.get(id)!;
     const ids = taken.filter((c) => c.destination_id === id).map((c) => c.id);
     if (ids.length === 0) continue;
+    let lastSendAt = now;
+    if (destination.rate_per_second !== null) {
+      // Oldest due first, each in the next slot; the row keeps the slot after the last.
+      const spacing = spacingUs(destination.rate_per_second);
+      const first = firstSlotUs(destination, now);
+      ids.forEach((deliveryId, i) => sendAt.set(deliveryId, Math.ceil((first + i * spacing) / 1000)));
+      lastSendAt = sendAt.get(ids.at(-1)!)!;
+      await trx
+        .updateTable('destinations')
+        .set({ rate_next_send_at_us: first + ids.length * spacing })
+        .where('id', '=', id)
+        .execute();
+    }
     await trx
       .updateTable('deliveries')
       .set({
         lease_token: token,
-        next_attempt_at: now + destination.timeout_ms + options.leaseMs,
+        // A delivery waiting for its slot is leased until its attempt would have ended.
+        next_attempt_at: lastSendAt + destination.timeout_ms + options.leaseMs,
         attempts: sql<number>`attempts + 1`,
         updated_at: now,
       })
       .where('id', 'in', ids)
       .execute();
-    if (destination.rate_per_second !== null) {
-      await trx
-        .updateTable('destinations')
-        .set({ rate_window_start: window, rate_window_count: usedInWindow(destination, window) + ids.length })
-        .where('id', '=', id)
-        .execute();
-    }
   }
 
   return taken.map((c): ClaimedDelivery => {
@@ -283,18 +295,37 @@ export async function claimCandidates(
         headersSealed: destination.headers_sealed,
       },
       webhookReceivedAt: Number(c.webhook_received_at),
+      sendAt: sendAt.get(c.id) ?? now,
     };
   });
 }
 
-/** The start of the one-second window a destination's rate limit counts `now` in. */
-function rateWindowOf(now: number): number {
-  return now - (now % 1000);
+/**
+ * The time between two requests of a destination at `rate` a second, in µs, rounded up:
+ * `rate` slots then always span a whole second, so no second holds more than `rate`.
+ */
+function spacingUs(rate: number): number {
+  return Math.ceil(1_000_000 / rate);
 }
 
-/** Requests the destination's current one-second window has taken so far. */
-function usedInWindow(destination: LockedDestination, window: number): number {
-  return Number(destination.rate_window_start) === window ? destination.rate_window_count : 0;
+/** The end of the slots a claim at `now` may give out, in µs. */
+function horizonUs(now: number): number {
+  return (now + RATE_HORIZON_MS) * 1000;
+}
+
+/**
+ * The destination's next slot: the one its row keeps, or now when that has passed. A slot
+ * left unused is not saved up for later, which would let a burst through after a quiet spell.
+ */
+function firstSlotUs(destination: LockedDestination, now: number): number {
+  return Math.max(Number(destination.rate_next_send_at_us), now * 1000);
+}
+
+/** How many requests the destination's rate lets a claim at `now` give slots to. */
+function slotsWithinHorizon(destination: LockedDestination, now: number): number {
+  const first = firstSlotUs(destination, now);
+  const horizon = horizonUs(now);
+  return first > horizon ? 0 : Math.floor((horizon - first) / spacingUs(destination.rate_per_second!)) + 1;
 }
 
 /**
@@ -318,7 +349,7 @@ export async function readWebhookBodies(db: Kysely<Database>, refs: readonly Web
   return rows.filter((row) => companyOf.get(row.uuid) === row.company_id).map((row) => ({
     uuid: row.uuid,
     rawBody: Buffer.from(row.raw_body),
-    contentType: keptContentType(row.headers),
+    ...keptForDelivery(row.headers),
     payloadFormat: row.payload_format as PayloadFormat,
   }));
 }

@@ -2,8 +2,10 @@ import type { Kysely, Selectable, Updateable } from 'kysely';
 import type { PageCursor } from '../../domain/cursor.js';
 import type { DialectTypes } from '../migrations/index.js';
 import type { Database, DestinationsTable } from '../schema.js';
+import { headersFollowUrl } from '../../domain/destination-headers.js';
 import type { AuditEvent, Destination, DestinationChanges, DestinationStatus, NewDestination } from '../store.js';
 import { insertAudit } from './audit.js';
+import { lockCompany } from './members.js';
 
 /** A company's destinations: their settings, sealed secrets and status (the management side). */
 
@@ -30,13 +32,28 @@ export function destinationOfRow(row: Selectable<DestinationsTable>): Destinatio
   };
 }
 
+/**
+ * Creates the destination unless the company has `maxLive` live ones already (undefined
+ * then, or when there is no such company). Counted under the company's lock in the
+ * insert's transaction: counted before it, 400 parallel creates on PostgreSQL each saw
+ * room and made 347.
+ */
 export async function createDestination(
   db: Kysely<Database>,
   companyId: string,
   destination: NewDestination,
   audit: AuditEvent,
-): Promise<Destination> {
+  maxLive: number,
+): Promise<Destination | undefined> {
   return db.transaction().execute(async (trx) => {
+    if (!(await lockCompany(trx, companyId))) return undefined;
+    const live = await trx
+      .selectFrom('destinations')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('company_id', '=', companyId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirstOrThrow();
+    if (Number(live.count) >= maxLive) return undefined;
     await trx
       .insertInto('destinations')
       .values({
@@ -102,7 +119,9 @@ export async function listDestinations(
 /**
  * Applies the changes to a live destination in one transaction with its audit record. A
  * status change marks it for the pending/held moves (reconcileHeldDeliveries); turning it
- * active again clears its failure streak and the reason it was disabled.
+ * active again clears its failure streak and the reason it was disabled. A URL of another
+ * origin than the stored one drops the headers, unless the same change sets them
+ * (headersFollowUrl): judged here, on the row locked, so no concurrent change slips between.
  */
 export async function updateDestination(
   db: Kysely<Database>,
@@ -125,9 +144,11 @@ export async function updateDestination(
     if (changes.timeoutMs !== undefined) set.timeout_ms = changes.timeoutMs;
     if (changes.ratePerSecond !== undefined) set.rate_per_second = changes.ratePerSecond;
     if (changes.maxInFlight !== undefined) set.max_in_flight = changes.maxInFlight;
-    if (changes.headers !== undefined) {
-      set.headers_sealed = changes.headers.sealed;
-      set.header_names = JSON.stringify(changes.headers.names);
+    const headers =
+      changes.headers ?? (changes.url !== undefined && !headersFollowUrl(row.url, changes.url) ? { sealed: null, names: [] } : undefined);
+    if (headers !== undefined) {
+      set.headers_sealed = headers.sealed;
+      set.header_names = JSON.stringify(headers.names);
     }
     if (changes.secret !== undefined) {
       set.previous_secret_sealed = row.secret_sealed;

@@ -8,7 +8,7 @@ import type { Store } from '../store.js';
 export const THREAD_METHODS = {
   /**
    * The writes intake makes all the time (not the API's rare changes): commits, the delivery
-   * workers' claims and results, and the API's bulk writes (replays, sends), which would
+   * workers' claims and results, and the API's replays and sends (each step of one), which would
    * otherwise wait for this thread's lock by sleeping on the event loop. And a ping.
    */
   commit: [
@@ -18,8 +18,10 @@ export const THREAD_METHODS = {
     'exchangeDeliveries',
     'reconcileHeldDeliveries',
     'replayDelivery',
-    'replayDeliveries',
-    'sendToDestination',
+    'beginRedelivery',
+    'replayStep',
+    'sendStep',
+    'endRedelivery',
     'ping',
   ],
   /**
@@ -52,6 +54,9 @@ export const THREAD_METHODS = {
     'listDeliveries',
     'listDeliveryAttempts',
     'destinationStats',
+    // What a bulk replay or send will change: read here, then written in short steps on the commit thread.
+    'scanReplay',
+    'scanSend',
     'readFeed',
     'ping',
   ],

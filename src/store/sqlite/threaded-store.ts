@@ -78,11 +78,17 @@ export class ThreadedSqliteStore extends KyselyStore {
   override replayDelivery(...args: Args<'replayDelivery'>) {
     return this.commitThread.call('replayDelivery', ...args);
   }
-  override replayDeliveries(...args: Args<'replayDeliveries'>) {
-    return this.commitThread.call('replayDeliveries', ...args);
+  override beginRedelivery(...args: Args<'beginRedelivery'>) {
+    return this.commitThread.call('beginRedelivery', ...args);
   }
-  override sendToDestination(...args: Args<'sendToDestination'>) {
-    return this.commitThread.call('sendToDestination', ...args);
+  override replayStep(...args: Args<'replayStep'>) {
+    return this.commitThread.call('replayStep', ...args);
+  }
+  override sendStep(...args: Args<'sendStep'>) {
+    return this.commitThread.call('sendStep', ...args);
+  }
+  override endRedelivery(...args: Args<'endRedelivery'>) {
+    return this.commitThread.call('endRedelivery', ...args);
   }
 
   // --- the read thread ---
@@ -139,6 +145,12 @@ export class ThreadedSqliteStore extends KyselyStore {
   }
   override destinationStats(...args: Args<'destinationStats'>) {
     return this.readThread.call('destinationStats', ...args);
+  }
+  override scanReplay(...args: Args<'scanReplay'>) {
+    return this.readThread.call('scanReplay', ...args);
+  }
+  override scanSend(...args: Args<'scanSend'>) {
+    return this.readThread.call('scanSend', ...args);
   }
   override readFeed(...args: Args<'readFeed'>) {
     return this.readThread.call('readFeed', ...args);

@@ -40,6 +40,7 @@ export interface DestinationBody {
 /** The API's defaults and bounds (design: "Vocabulary"). */
 const DEFAULT_TIMEOUT_MS = 15_000;
 const DEFAULT_MAX_IN_FLIGHT = 100;
+const DEFAULT_RATE_PER_SECOND = 100;
 export const MAX_HEADERS = 20;
 
 /** The form started from the destination, or from the defaults for a new one. */
@@ -53,7 +54,8 @@ export function draftOf(destination?: Destination): DestinationDraft {
     replaceHeaders: destination === undefined,
     headers: [],
     timeoutSeconds: String((destination?.timeout_ms ?? DEFAULT_TIMEOUT_MS) / 1000),
-    ratePerSecond: destination?.rate_per_second == null ? '' : String(destination.rate_per_second),
+    // Empty is no limit; a new destination starts at the API's default.
+    ratePerSecond: destination === undefined ? String(DEFAULT_RATE_PER_SECOND) : destination.rate_per_second === null ? '' : String(destination.rate_per_second),
     maxInFlight: String(destination?.max_in_flight ?? DEFAULT_MAX_IN_FLIGHT),
   };
 }

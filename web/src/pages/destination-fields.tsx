@@ -65,7 +65,7 @@ export function DestinationFields({
             required
           />
         </Field>
-        <Field label="Rate (per second)" hint="Empty: no limit.">
+        <Field label="Rate (per second)" hint="Default 100. Empty: no limit.">
           <input
             type="number"
             inputMode="numeric"
@@ -77,7 +77,7 @@ export function DestinationFields({
             onChange={(e) => set({ ratePerSecond: e.target.value })}
           />
         </Field>
-        <Field label="Max in flight" hint="Requests at once. Default 10.">
+        <Field label="Max in flight" hint="Requests at once. Default 100.">
           <input
             type="number"
             inputMode="numeric"

@@ -76,7 +76,7 @@ export function DestinationPage() {
     setToggling(true);
     setToggleError(undefined);
     try {
-      updated((await api.post<{ destination: Destination }>(`/destinations/${destination.id}/${action}`)).destination);
+      updated(await api.post<Destination>(`/destinations/${destination.id}/${action}`));
     } catch (error) {
       setToggleError(error as Error);
     } finally {
