@@ -1,3 +1,4 @@
+import type { SignedRequests } from './signed-requests.js';
 import { sleep } from './processes.js';
 import type { Wrk, WrkResult } from './wrk.js';
 
@@ -14,6 +15,11 @@ export interface LoadTarget {
    * /metrics): the closed loop's rounds report each thread's share of the round.
    */
   threadBusySeconds?: () => Promise<Record<string, number>>;
+  /**
+   * Requests that must all differ (a provider's signed ones: intake takes a copy as a
+   * replay), made anew for each run, `perRun` of them; `body` is then unused.
+   */
+  signed?: { requests: SignedRequests; perRun: number };
 }
 
 /** One wrk round against one target. Latencies in ms. */

@@ -14,6 +14,8 @@ import { ensureDebianPackage } from './processes.js';
 /** Where Debian's package puts it. */
 const WRK = '/usr/bin/wrk';
 const SCRIPT = fileURLToPath(new URL('../bench/wrk/post.lua', import.meta.url));
+/** For a target whose requests must all differ (LoadTarget.signed). */
+const SCRIPT_EACH = fileURLToPath(new URL('../bench/wrk/post-each.lua', import.meta.url));
 
 /** One wrk run, as bench/wrk/post.lua reports it. Latencies in ms, to 0.01 ms (wrk keeps µs). */
 export interface WrkResult {
@@ -25,6 +27,8 @@ export interface WrkResult {
   /** Connections that failed or broke, and requests unanswered after the timeout. */
   errors: number;
   latencyMs: { p50: number; p99: number; p99_9: number; max: number };
+  /** For a signed target: requests sent again because the run outlasted its distinct ones (replays, not webhooks stored). */
+  repeated?: number;
 }
 
 /** What post.lua's done() prints. */
@@ -58,17 +62,22 @@ export class Wrk {
   /** `connections` held open for `seconds`, each sending its next request when answered. */
   async run(target: LoadTarget, connections: number, seconds: number): Promise<WrkResult> {
     const headers = Object.entries(target.headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]);
+    const signed = target.signed;
+    if (signed) signed.requests.write(`${this.workDir}/wrk-signed`, signed.perRun);
     const args = [
-      ...['-t1', `-c${connections}`, `-d${seconds}s`, `--timeout`, `${this.timeoutSeconds}s`, '-s', SCRIPT],
+      ...['-t1', `-c${connections}`, `-d${seconds}s`, `--timeout`, `${this.timeoutSeconds}s`, '-s', signed ? SCRIPT_EACH : SCRIPT],
       ...headers,
       target.url,
-      ...['--', this.bodyFile(target.body)],
+      ...(signed ? ['--', `${this.workDir}/wrk-signed`, signed.requests.header] : ['--', this.bodyFile(target.body)]),
     ];
     const { stdout } = await promisify(execFile)(WRK, args);
     const line = stdout.split('\n').find((candidate) => candidate.startsWith('{'));
     if (line === undefined) throw new Error(`wrk printed no JSON line:\n${stdout}`);
     const report = JSON.parse(line) as WrkReport;
     const ms = (us: number) => Math.round(us / 10) / 100;
+    if (signed && report.requests > signed.perRun) {
+      process.stderr.write(`wrk: ${target.name} sent ${report.requests - signed.perRun} requests twice (over its ${signed.perRun} distinct ones): replays, not webhooks stored\n`);
+    }
     return {
       seconds: report.durationUs / 1e6,
       answered: report.requests,
@@ -80,6 +89,7 @@ export class Wrk {
         p99_9: ms(report.latencyUs.p99_9),
         max: ms(report.latencyUs.max),
       },
+      ...(signed && { repeated: Math.max(0, report.requests - signed.perRun) }),
     };
   }
 
