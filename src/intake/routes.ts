@@ -227,9 +227,9 @@ function authenticateFor(deps: IntakeDeps, scope: Scope, requireEnabled: boolean
       errorDetail: null,
     };
     if (result.error) throw result.error;
-    // Before the body is read and before a signature can admit it: a delivery of intake's
-    // own signed with Standard Webhooks verifies as a standard_webhooks source.
-    const loop = deps.deliveryMarks.loopOf(request.headers);
+    // A webhook's POST, before its body is read and before a signature can admit it: a
+    // delivery of intake's own verifies as a standard_webhooks source with its secret.
+    const loop = scope === 'webhooks:write' ? deps.deliveryMarks.loopOf(request.headers) : undefined;
     if (loop !== undefined) {
       request.intake.errorDetail = loop;
       throw new AppError('delivery_loop', loop);
