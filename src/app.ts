@@ -204,7 +204,12 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
         lastUsed,
         secrets: deps.secrets,
         addressGuard,
-        redeliveries: new Redeliveries(store, { perHour: config.redeliveryBudgetPerHour, ...deps.redeliveries }),
+        redeliveries: new Redeliveries(store, {
+          perHour: config.redeliveryBudgetPerHour,
+          // What an operation reads counts among the node's heavy reads, as a search does.
+          boundedRead: (companyId, read) => app.readLimits.read(companyId, read),
+          ...deps.redeliveries,
+        }),
         ...accountDeps,
       }),
     { prefix: '/api/v1' },

@@ -356,7 +356,7 @@ async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyR
     // full pages, which left each of those indexes half empty (docs/performance.md).
     receivedAt: Date.now(),
     rawBody: webhook.raw,
-    bodySha256: webhook.idempotencyKey === null && webhook.signatureClaim === undefined ? null : hash('sha256', webhook.raw, 'hex'),
+    bodySha256: webhook.idempotencyKey === null ? null : hash('sha256', webhook.raw, 'hex'),
     headers: keptHeaders(request.headers),
     sourceIp: request.ip,
     idempotencyKey: webhook.idempotencyKey,

@@ -71,6 +71,7 @@ export function valuesIn(columns: readonly string[], row: object): unknown[] {
 /** Rows per multi-row INSERT: well under SQLite's 32,766 and PostgreSQL's 65,535 parameters. */
 export const INSERT_CHUNK = 500;
 
-export function* chunks<T>(items: readonly T[]): Generator<T[]> {
-  for (let i = 0; i < items.length; i += INSERT_CHUNK) yield items.slice(i, i + INSERT_CHUNK);
+/** `items` in slices of `size` (INSERT_CHUNK unless told), in order. */
+export function* chunks<T>(items: readonly T[], size = INSERT_CHUNK): Generator<T[]> {
+  for (let i = 0; i < items.length; i += size) yield items.slice(i, i + size);
 }

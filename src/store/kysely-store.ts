@@ -997,7 +997,7 @@ export class KyselyStore implements Store {
     return redeliveries.replayStep(this.db, this.types, companyId, lease, ids, startedBefore, finish);
   }
   sendStep(companyId: string, lease: RedeliveryLease, webhooks: readonly SendCandidate[], finish?: RedeliveryFinish): Promise<RedeliveryStep> {
-    return redeliveries.sendStep(this.db, this.types, companyId, lease, webhooks, finish);
+    return redeliveries.sendStep(this.db, this.types, this.groupRows, companyId, lease, webhooks, finish);
   }
   endRedelivery(companyId: string, token: string, record?: RedeliveryRecord): Promise<void> {
     return redeliveries.endRedelivery(this.db, companyId, token, record);

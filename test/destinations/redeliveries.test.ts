@@ -172,6 +172,50 @@ describe('one bulk operation per company at a time', () => {
   });
 });
 
+describe('refusals that cost the database nothing', () => {
+  test('the node running a company’s operation, or that saw its budget spent, refuses another call without a store call', async () => {
+    const id = await addDestination(store, owner.companyId, { createdAt: T0 - 2 * HOUR });
+    await settledDeliveries(id, 30, 'failed');
+    const service = redeliveries({ perHour: 20 });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const step = store.replayStep.bind(store);
+    vi.spyOn(store, 'replayStep').mockImplementation(async (...args) => {
+      await held;
+      return step(...args);
+    });
+    const begin = vi.spyOn(store, 'beginRedelivery');
+    const first = service.replay(owner.companyId, { destinationId: id }, ACTOR);
+    await vi.waitFor(() => expect(store.replayStep).toHaveBeenCalled());
+    expect((await refusal(service.replay(owner.companyId, { destinationId: id }, ACTOR))).code).toBe('redelivery_busy');
+    expect(begin).toHaveBeenCalledTimes(1);
+    release();
+    expect((await first).count).toBe(20);
+
+    // The database says the budget is spent once; the node remembers until a token is back.
+    expect((await refusal(service.replay(owner.companyId, { destinationId: id }, ACTOR))).code).toBe('redelivery_budget_spent');
+    expect(begin).toHaveBeenCalledTimes(2);
+    const replayOne = vi.spyOn(store, 'replayDelivery');
+    const [failed] = await db.query<{ id: string }>(`select id from deliveries where destination_id = '${id}' and state = 'failed' limit 1`);
+    const remembered = await refusal(service.replayOne(owner.companyId, failed!.id, ACTOR));
+    expect([remembered.code, remembered.details.retryAfterSeconds]).toEqual(['redelivery_budget_spent', 180]);
+    expect((await refusal(service.replay(owner.companyId, { destinationId: id }, ACTOR))).code).toBe('redelivery_budget_spent');
+    expect([begin.mock.calls.length, replayOne.mock.calls.length]).toEqual([2, 0]);
+    now += 180_000;
+    expect((await service.replayOne(owner.companyId, failed!.id, ACTOR)).series).toBe(1);
+  });
+
+  test('an operation whose read is refused (the node’s bounds on heavy reads) frees the company’s lease', async () => {
+    const id = await addDestination(store, owner.companyId, { createdAt: T0 - 2 * HOUR });
+    await settledDeliveries(id, 3, 'failed');
+    const busyReads = redeliveries({
+      boundedRead: () => Promise.reject(new AppError('service_unavailable', 'Too many reads of webhooks at once on this node.')),
+    });
+    expect((await refusal(busyReads.replay(owner.companyId, { destinationId: id }, ACTOR))).code).toBe('service_unavailable');
+    expect((await redeliveries().replay(owner.companyId, { destinationId: id }, ACTOR)).count).toBe(3);
+  });
+});
+
 describe('the redelivery budget', () => {
   test('bounds what a company makes again, single replays and sends included, and refills by the hour', async () => {
     const id = await addDestination(store, owner.companyId, { createdAt: T0 - 2 * HOUR });

@@ -31,12 +31,14 @@ interface Holder {
  * is given back: a claim always names a stored webhook.
  */
 export async function resolveIdempotency(trx: Transaction<Database>, webhooks: PendingWebhook[]): Promise<CommitOutcome[]> {
-  const byKey = await claim(trx, webhooks, (w) => w.idempotencyKey);
+  const byKey = await claim(trx, webhooks, (w) => w.idempotencyKey, (w) => w.bodySha256!);
   const outcomes = webhooks.map((w) => outcomeOf(w, byKey.get(w)));
   // API-key webhooks carry no signature claim: this is all they cost.
   const signed = webhooks.filter((w, i) => w.signatureClaim !== undefined && outcomes[i]!.kind === 'accepted');
   if (signed.length === 0) return outcomes;
-  const bySignature = await claim(trx, signed, (w) => SIGNATURE_CLAIM_PREFIX + w.signatureClaim);
+  // A signature claim is already a MAC of what was signed: it stands for the body's hash,
+  // so a signed webhook without an idempotency key hashes its body no more.
+  const bySignature = await claim(trx, signed, (w) => SIGNATURE_CLAIM_PREFIX + w.signatureClaim, (w) => w.signatureClaim!);
   const originals = new Map<string, { uuid: string; receivedAt: number }>();
   for (const w of signed) {
     const holder = bySignature.get(w)!;
@@ -67,6 +69,8 @@ async function claim(
   trx: Transaction<Database>,
   webhooks: PendingWebhook[],
   keyOf: (w: PendingWebhook) => string | null,
+  /** What the claim keeps of the body, to tell a replay from a conflict. */
+  hashOf: (w: PendingWebhook) => string,
 ): Promise<Map<PendingWebhook, Holder>> {
   const claimants = new Map<string, { w: PendingWebhook; key: string }>();
   for (const w of webhooks) {
@@ -88,7 +92,7 @@ async function claim(
             idempotency_key: key,
             company_id: w.companyId,
             webhook_uuid: w.uuid,
-            body_sha256: w.bodySha256!,
+            body_sha256: hashOf(w),
             created_at: w.receivedAt,
           })),
         )
@@ -111,7 +115,7 @@ async function claim(
       for (const row of rows) won.add(claimId(row.integration_id, row.idempotency_key));
     }
     for (const [id, { w }] of claimants) {
-      if (won.has(id)) holders.set(id, { uuid: w.uuid, bodySha256: w.bodySha256, receivedAt: w.receivedAt });
+      if (won.has(id)) holders.set(id, { uuid: w.uuid, bodySha256: hashOf(w), receivedAt: w.receivedAt });
     }
     const lost = [...claimants.entries()].filter(([id]) => !won.has(id)).map(([, claimant]) => claimant);
     for (const chunk of chunks(lost)) {

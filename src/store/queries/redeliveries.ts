@@ -1,8 +1,9 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import { matchesEvent } from '../../domain/event-patterns.js';
 import { newTimeOrderedId } from '../../domain/ids.js';
 import type { DialectTypes } from '../migrations/index.js';
-import type { Database } from '../schema.js';
+import { chunks, type GroupRowWriter, type NewDeliveryRow } from '../group-rows.js';
+import type { Database, RedeliveryStateTable } from '../schema.js';
 import type {
   AuditEvent,
   RedeliveryBudget,
@@ -65,19 +66,37 @@ function notReplayedSince(startedBefore: number) {
   return sql<boolean>`(series_started_at is null or series_started_at < ${startedBefore})`;
 }
 
-/** The company's row, made full on first use, locked; its tokens counted up to `at`. */
-async function lockState(trx: Kysely<Database>, types: DialectTypes, companyId: string, at: number, budget: RedeliveryBudget) {
-  await trx
-    .insertInto('redelivery_state')
-    .values({ company_id: companyId, lease_token: null, lease_expires_at: 0, budget_tokens: budget.burst, budget_counted_at: at })
-    .onConflict((oc) => oc.column('company_id').doNothing())
-    .execute();
-  const row = await types
-    .lockForUpdate(trx.selectFrom('redelivery_state').selectAll().where('company_id', '=', companyId))
-    .executeTakeFirstOrThrow();
+type StateRow = Selectable<RedeliveryStateTable>;
+
+/** The company's lease and its tokens counted up to `at`. */
+function stateOf(row: StateRow, at: number, budget: RedeliveryBudget) {
   const elapsed = Math.max(0, at - Number(row.budget_counted_at));
   const tokens = Math.min(budget.burst, Number(row.budget_tokens) + (elapsed * budget.perHour) / HOUR_MS);
   return { leaseToken: row.lease_token, leaseExpiresAt: Number(row.lease_expires_at), tokens };
+}
+
+/** The company's row, locked; made (with a full budget) on the company's first use. */
+async function lockState(trx: Kysely<Database>, types: DialectTypes, companyId: string, at: number, budget: RedeliveryBudget) {
+  const locked = () => types.lockForUpdate(trx.selectFrom('redelivery_state').selectAll().where('company_id', '=', companyId)).executeTakeFirst();
+  let row = await locked();
+  if (row === undefined) {
+    await trx
+      .insertInto('redelivery_state')
+      .values({ company_id: companyId, lease_token: null, lease_expires_at: 0, budget_tokens: budget.burst, budget_counted_at: at })
+      .onConflict((oc) => oc.column('company_id').doNothing())
+      .execute();
+    row = await locked();
+  }
+  return stateOf(row!, at, budget);
+}
+
+/** Why an operation may not start now: another's live lease, or no token left. */
+function startRefusal(state: ReturnType<typeof stateOf>, lease: Omit<RedeliveryLease, 'destinationId'>): RedeliveryStart | undefined {
+  if (state.leaseToken !== null && state.leaseToken !== lease.token && state.leaseExpiresAt > lease.at) {
+    return { kind: 'busy', retryAfterMs: state.leaseExpiresAt - lease.at };
+  }
+  if (state.tokens < 1) return { kind: 'no_budget', retryAfterMs: untilOneToken(state.tokens, lease.budget) };
+  return undefined;
 }
 
 /** How long until the budget holds one token again. */
@@ -146,19 +165,24 @@ export async function replayDelivery(
   );
 }
 
-/** Takes the company's lease unless a live one is another's; says what the budget allows. */
+/**
+ * Takes the company's lease unless a live one is another's; says what the budget allows. A
+ * refusal is decided on a plain read first and writes nothing, so a caller looping on its
+ * 429s costs a read each, not a transaction (on SQLite a commit on intake's thread).
+ */
 export async function beginRedelivery(
   db: Kysely<Database>,
   types: DialectTypes,
   companyId: string,
   lease: Omit<RedeliveryLease, 'destinationId'>,
 ): Promise<RedeliveryStart> {
+  const seen = await db.selectFrom('redelivery_state').selectAll().where('company_id', '=', companyId).executeTakeFirst();
+  const refused = seen && startRefusal(stateOf(seen, lease.at, lease.budget), lease);
+  if (refused) return refused;
   return db.transaction().execute(async (trx): Promise<RedeliveryStart> => {
     const state = await lockState(trx, types, companyId, lease.at, lease.budget);
-    if (state.leaseToken !== null && state.leaseToken !== lease.token && state.leaseExpiresAt > lease.at) {
-      return { kind: 'busy', retryAfterMs: state.leaseExpiresAt - lease.at };
-    }
-    if (state.tokens < 1) return { kind: 'no_budget', retryAfterMs: untilOneToken(state.tokens, lease.budget) };
+    const refusal = startRefusal(state, lease);
+    if (refusal) return refusal;
     await writeState(trx, companyId, { tokens: state.tokens, at: lease.at, lease: { token: lease.token, expiresAt: lease.at + lease.leaseMs } });
     return { kind: 'started', available: Math.floor(state.tokens) };
   });
@@ -250,6 +274,7 @@ export async function replayStep(
 export async function sendStep(
   db: Kysely<Database>,
   types: DialectTypes,
+  groupRows: GroupRowWriter,
   companyId: string,
   lease: RedeliveryLease,
   webhooks: readonly SendCandidate[],
@@ -265,30 +290,25 @@ export async function sendStep(
     const existing = new Set(rows.map((row) => row.webhook_uuid));
     const fresh = webhooks.filter((webhook) => !existing.has(webhook.uuid));
     const chosen = fresh.slice(0, Math.min(fresh.length, Math.floor(context.tokens)));
-    if (chosen.length > 0) {
-      await trx
-        .insertInto('deliveries')
-        .values(
-          chosen.map((webhook) => ({
-            id: newTimeOrderedId('dlv', lease.at),
-            company_id: companyId,
-            destination_id: lease.destinationId,
-            webhook_uuid: webhook.uuid,
-            webhook_received_at: webhook.receivedAt,
-            integration_id: webhook.integrationId,
-            event: webhook.event,
-            state: context.active ? 'pending' : 'held',
-            next_attempt_at: context.active ? lease.at : null,
-            lease_token: null,
-            last_attempt_at: null,
-            last_status: null,
-            last_error: null,
-            created_at: lease.at,
-            updated_at: lease.at,
-          })),
-        )
-        .execute();
-    }
+    // The rows the outbox writes, through its writer: only their time is the send's.
+    await groupRows.insertDeliveries(
+      trx,
+      chosen.map(
+        (webhook): NewDeliveryRow => ({
+          id: newTimeOrderedId('dlv', lease.at),
+          company_id: companyId,
+          destination_id: lease.destinationId,
+          webhook_uuid: webhook.uuid,
+          webhook_received_at: webhook.receivedAt,
+          integration_id: webhook.integrationId,
+          event: webhook.event,
+          state: context.active ? 'pending' : 'held',
+          next_attempt_at: context.active ? lease.at : null,
+          created_at: lease.at,
+          updated_at: lease.at,
+        }),
+      ),
+    );
     const stop = chosen.length < fresh.length ? 'no_budget' : undefined;
     return closeStep(trx, companyId, lease, context.tokens, chosen.length, finish, stop);
   });
@@ -377,12 +397,12 @@ export async function scanSend(
   const heads = scanned.slice(0, SEND_SCAN_ROWS);
   const matching = selection.webhookUuids === undefined ? heads.filter((head) => matchesEvent(destination.eventPatterns, head.event)) : heads;
   const existing = new Set<string>();
-  for (let i = 0; i < matching.length; i += 500) {
+  for (const chunk of chunks(matching)) {
     const rows = await db
       .selectFrom('deliveries')
       .select('webhook_uuid')
       .where('destination_id', '=', destinationId)
-      .where('webhook_uuid', 'in', matching.slice(i, i + 500).map((head) => head.uuid))
+      .where('webhook_uuid', 'in', chunk.map((head) => head.uuid))
       .execute();
     for (const row of rows) existing.add(row.webhook_uuid);
   }
