@@ -21,6 +21,7 @@ const ON_BOTH_DATABASES = [
   'test/read-routes.test.ts',
   'test/request-log.test.ts',
   'test/request-log-halves.test.ts',
+  'test/tracing-store.test.ts',
   'test/e2e.test.ts',
   'test/metrics.test.ts',
   'test/api/logs.test.ts',
@@ -71,13 +72,34 @@ if (!browser) {
   console.log(`Browser tests SKIPPED: ${why}.`);
 }
 
+/**
+ * `npm run test:quick` (INTAKE_TEST_QUICK=1, SQLite only): what a change most likely breaks,
+ * in under a minute. The files of the code most changes touch (the domain, the store,
+ * intake's routes and reads, the management API, sources, destinations) that run in
+ * process: the app built without a port, the store on a file. Left out: whatever spawns the
+ * compiled server or CLI (so nothing needs a build first), drives Chromium, kills processes
+ * or fills a disk; the suites that mostly wait for real time (the live tail, HTTP timeouts,
+ * load shedding); and the PostgreSQL project. `npm test` runs them all.
+ */
+const QUICK = {
+  include: [
+    'test/{domain,store,intake-routes,read-routes,request-log,request-log-halves,key-cache,key-material,query-plans,secrets,module-graph}.test.ts',
+    'test/api/*.test.ts',
+    'test/sources/*.test.ts',
+    'test/destinations/*.test.ts',
+  ],
+  exclude: ['test/api/{account,webhook-stream}.test.ts', 'test/destinations/{crash,feed-consumer}.test.ts'],
+};
+const quick = process.env.INTAKE_TEST_QUICK === '1';
+
 const sqliteProject: TestProjectInlineConfiguration = {
   extends: true,
   test: {
     name: 'sqlite',
-    include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
-    exclude: ['test/postgres/**', ...(browser ? [] : ['test/browser/**'])],
+    include: quick ? QUICK.include : ['test/**/*.test.ts', 'src/**/*.test.ts'],
+    exclude: ['test/postgres/**', ...(browser ? [] : ['test/browser/**']), ...(quick ? QUICK.exclude : [])],
     provide: { dialect: 'sqlite' },
+    globalSetup: ['test/support/sqlite-template-global-setup.ts'],
   },
 };
 
@@ -87,7 +109,7 @@ const postgresProject: TestProjectInlineConfiguration = {
     name: 'postgres',
     include: [...ON_BOTH_DATABASES, 'test/postgres/**/*.test.ts'],
     provide: { dialect: 'postgres' },
-    globalSetup: ['test/support/postgres-global-setup.ts'],
+    globalSetup: ['test/support/postgres-global-setup.ts', 'test/support/sqlite-template-global-setup.ts'],
   },
 };
 
@@ -95,8 +117,10 @@ export default defineConfig({
   test: {
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    // Suites that start servers and kill them share two cores; keep them from starving.
-    maxWorkers: 2,
+    // Four files at once on two cores: most of a file's time is spent waiting (for a child
+    // server, a browser, a long poll, a timer), and the cores stay idle at two (1.3 busy on
+    // average).
+    maxWorkers: 4,
     projects: postgres.ok ? [sqliteProject, postgresProject] : [sqliteProject],
   },
 });

@@ -7,7 +7,7 @@ import { connect, type Socket } from 'node:net';
  * object, an agent's bookkeeping and a parser's events for each one: at twice intake's
  * maximum (12,000 a second, 10,000 connections) the generator, sharing the two cores with
  * the service, fell 5.9-10.4 s behind its schedule, and the overload measured the generator
- * (docs/performance.md, 2026-11-29).
+ * (docs/performance-history.md, 2026-11-29).
  */
 
 /** An answer, or why there is none: `error CODE`, or `error closed` when the server closed the connection first. */

@@ -1,4 +1,4 @@
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +11,7 @@ import { loadEventBody, smallEventBody } from './event-body.js';
 import { cpuMicroseconds, threadBusySeconds } from './machine-load.js';
 import { describeOpenLoop, OPEN_LOOP_WARMUP_SECONDS } from './open-loop.js';
 import { startOpenLoopProcess, type OpenLoopProcessOptions } from './open-loop-process.js';
+import { startOtlpSink, type OtlpSink } from './otlp-sink.js';
 import { peakRssMb, runCli, sleep, startServer, stopServer, type ServerProcess } from './processes.js';
 import { Receiver } from './receiver.js';
 import { Wrk } from './wrk.js';
@@ -35,7 +36,14 @@ import { Wrk } from './wrk.js';
  *
  * With `--open-rounds N`, N open loops of `--lag-seconds` at that rate to each build's
  * plain target, builds alternating: the latency at half load without a destination.
- * Nothing is written to bench/results.
+ *
+ * With `--tracing RATIO` (repeatable), this checkout's build (or `--tracing-root`'s) is
+ * loaded once more for each RATIO, with tracing on (OpenTelemetry, `parentbased_traceidratio`
+ * at RATIO) exporting to an OTLP sink on loopback (otlp-sink.ts): tracing's cost beside the
+ * same build without it, and beside other builds given with `--service-root`.
+ *
+ * Nothing is written to bench/results unless `--out FILE` asks for the medians and every
+ * round as JSON.
  */
 
 const { values: args } = parseArgs({
@@ -52,10 +60,20 @@ const { values: args } = parseArgs({
     'lag-rounds': { type: 'string', default: '2' },
     'lag-seconds': { type: 'string', default: '20' },
     'open-rounds': { type: 'string', default: '0' },
+    tracing: { type: 'string', multiple: true },
+    'tracing-root': { type: 'string' },
+    out: { type: 'string' },
   },
 });
 const root = fileURLToPath(new URL('..', import.meta.url));
 const serviceRoots = args['service-root'] ?? [root];
+const tracingRatios = (args.tracing ?? []).map(Number);
+if (!tracingRatios.every((ratio) => ratio >= 0 && ratio <= 1)) throw new Error(`--tracing is a sampling ratio from 0 to 1, not ${args.tracing?.join(', ')}`);
+/** Each build given, then for each --tracing ratio this checkout's again, traced at that ratio. */
+const services: Array<{ serviceRoot: string; ratio?: number }> = [
+  ...serviceRoots.map((serviceRoot) => ({ serviceRoot })),
+  ...tracingRatios.map((ratio) => ({ serviceRoot: args['tracing-root'] ?? root, ratio })),
+];
 const store = args.postgres ? 'postgres' : 'sqlite';
 if (args.body !== 'push' && args.body !== 'small') throw new Error(`--body is push or small, not ${args.body}`);
 const body = args.body === 'small' ? smallEventBody() : loadEventBody();
@@ -72,7 +90,16 @@ const workDir = await mkdtemp(join(tmpdir(), 'intake-in-place-'));
 const databases: BenchDatabase[] = [];
 const servers: ServerProcess[] = [];
 const destinations: BenchDestination[] = [];
+let sink: OtlpSink | undefined;
 try {
+  sink = tracingRatios.length === 0 ? undefined : await startOtlpSink();
+  const tracingEnv = (ratio: number | undefined) =>
+    sink &&
+    ratio !== undefined && {
+      OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: String(ratio),
+    };
   // The receiver is on loopback, which destinations may not reach unless allowed.
   const receiver = args.destination ? await Receiver.start(workDir) : null;
   if (receiver) servers.push(receiver.server);
@@ -80,13 +107,13 @@ try {
   const targets: Array<LoadTarget & { pid: number }> = [];
   /** Each build's plain target and, with --destination, its destination target with what its rounds delivered. */
   const builds: Array<{ plain: LoadTarget; delivering?: Delivering }> = [];
-  for (const [index, serviceRoot] of serviceRoots.entries()) {
+  for (const [index, { serviceRoot, ratio }] of services.entries()) {
     const database = await createBenchDatabase(store, workDir, `service${index}`);
     databases.push(database);
-    const env = { INTAKE_DATABASE_URL: database.url, INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' };
+    const env = { INTAKE_DATABASE_URL: database.url, INTAKE_DESTINATION_ALLOW: '127.0.0.1/32', ...tracingEnv(ratio) };
     const service = await startServer(`${serviceRoot}/dist/main.js`, env, `${workDir}/service${index}.log`, '/readyz');
     servers.push(service);
-    const name = serviceRoots.length === 1 ? 'service' : `service ${index} (${serviceRoot})`;
+    const name = services.length === 1 ? 'service' : `service ${index} (${serviceRoot}${ratio === undefined ? '' : `, traced at ${ratio}`})`;
     /** A company with one integration, and the target that sends to it. */
     const companyTarget = async (targetName: string) => {
       const company = await runCli(serviceRoot, database.url, ['company', 'create', '--name', targetName]);
@@ -159,6 +186,19 @@ try {
         `${summary.cpuPerRequestUs} µs of CPU a request, peak RSS since start ${peakRssMb(target.pid)} MB\n`,
     );
   }
+  if (sink) {
+    const { exports, bytes, spans } = sink.counts;
+    process.stdout.write(`OTLP sink: ${exports} exports, ${spans} spans, ${Math.round(bytes / 1024)} KiB\n`);
+  }
+  if (args.out !== undefined) {
+    const summaries = targets.map((target) => {
+      const summary = summarize(rounds, target.name);
+      return { name: target.name, ...summary, ofFloor: summary.requestsPerSecond / floorRate, peakRssMb: peakRssMb(target.pid) };
+    });
+    const results = { date: new Date().toISOString(), store, body: { event: body.event, bytes: body.bytes.length }, closedLoop, tracingRatios, sink: sink?.counts, summaries, rounds };
+    writeFileSync(args.out, `${JSON.stringify(results, null, 2)}\n`);
+    process.stdout.write(`results written to ${args.out}\n`);
+  }
   const lagRate = args['lag-rate'] === undefined ? summarize(rounds, builds[0]?.plain.name ?? '').requestsPerSecond / 2 : Number(args['lag-rate']);
   for (const { plain, delivering: each } of builds) {
     if (!each) continue;
@@ -191,6 +231,7 @@ try {
     }
   }
 } finally {
+  await sink?.close();
   for (const destination of destinations) await destination.close();
   for (const server of servers) await stopServer(server);
   for (const database of databases) await database.drop();

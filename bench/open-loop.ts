@@ -26,7 +26,7 @@ export interface OpenLoopOptions {
    * second the service's first second had a p99 of 117-239 ms and the floor's 15-17,
    * against 6-13 ms for both in every later second, so the start alone decided a 20 s
    * run's p99; with the generator's code warm, bursts from new connections had none of it
-   * (docs/performance.md, 2026-11-28, later). Default 0.
+   * (docs/performance-history.md, 2026-11-28, later). Default 0.
    */
   warmupSeconds?: number;
   /** Hears each whole answer of the measured seconds as it ends (its status and body), for checks of its own. */

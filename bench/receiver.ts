@@ -9,7 +9,7 @@ import { ensureDebianPackage, freePort, startProcess, type ServerProcess } from 
  * It stands for the company's own systems, which in use run on other machines. Here it
  * shares the machine's two cores with the service, so every microsecond it spends is one
  * the service does not get: the bench's first receiver, bare node:http, took 47–48 µs of
- * CPU a delivery, nginx takes 17–20 (docs/performance.md, "fourth"). The closed loop's
+ * CPU a delivery, nginx takes 17–20 (docs/performance-history.md, "fourth"). The closed loop's
  * generator was made wrk (C) for the same reason.
  *
  * Times are wall-clock milliseconds (`$msec`, to the millisecond), which the open loop's

@@ -104,7 +104,7 @@ export function rows(results: BenchResults): Row[] {
     { measure: 'closed loop: service req/s (median)', result: throughputOfFloor(closedLoop.service, floor), target: '' },
     { measure: 'closed loop: baseline req/s (median)', result: throughputOfFloor(closedLoop.baseline, floor), target: '' },
     ...cpuRows(results),
-    // The goal of the issue before the floor (docs/performance.md, "before issue 16"), whose
+    // The goal of the issue before the floor (docs/performance-history.md, "before issue 16"), whose
     // figures now read against the floor: shown, no longer judged.
     { measure: 'throughput service/baseline', result: closedLoop.serviceToBaseline.toFixed(2), target: '' },
     ...(closedLoop.githubSource && closedLoop.githubSourceToService !== undefined

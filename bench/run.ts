@@ -223,7 +223,7 @@ async function main(): Promise<void> {
   process.stdout.write(`  concurrency curve: ${settings.curveConnections.join(', ')} connections, ${settings.curveSeconds} s each\n`);
   const curve = await runConcurrencyCurve(wrk, [floorTarget, serviceTarget], settings.curveConnections, settings.curveSeconds);
   // Many senders of webhooks open a connection for each one. Node 20 accepts one connection
-  // per turn of its event loop (libuv#3696; strace in docs/performance.md, 2026-11-29), so
+  // per turn of its event loop (libuv#3696; strace in docs/performance-history.md, 2026-11-29), so
   // this rate is how short each server keeps its turns, not how fast it handles a request
   // on an open connection.
   process.stdout.write(`  a new connection for each request (Connection: close), ${settings.connections} connections, ${settings.curveSeconds} s each\n`);

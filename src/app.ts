@@ -31,14 +31,17 @@ import { RetentionJob } from './ops/retention.js';
 import { RateLimiter } from './intake/rate-limit.js';
 import { intakeRoutes } from './intake/routes.js';
 import { healthRoutes } from './ops/health.js';
-import { Metrics } from './ops/metrics.js';
+import { Metrics } from './telemetry/metrics.js';
 import { buildMetricsServer, metricsRoute, observeRequests } from './ops/metrics-http.js';
-import { defaultReadLimits, ReadLimits, type ReadLimitOptions } from './api/read-limits.js';
+import { watchParts } from './ops/watched-parts.js';
+import { defaultReadLimits, ReadLimits, type ReadLimitOptions } from './intake/read-limits.js';
 import { panelRoutes } from './admin/panel.js';
 import { Redeliveries, type RedeliveryOptions } from './services/redeliveries.js';
 import { SourceVerifier } from './sources/verifier.js';
 import type { Store } from './store/store.js';
 import { createLogger } from './logger.js';
+import { traceRequests } from './ops/trace-requests.js';
+import type { Tracing } from './telemetry/tracing.js';
 import type { AppInstance, RegisteredRoute } from './app-instance.js';
 
 export type { AppInstance } from './app-instance.js';
@@ -50,12 +53,14 @@ export interface AppDeps {
   secrets: SecretBox;
   /** Defaults to a pino logger at config.logLevel on stdout. */
   logger?: Logger;
-  /** Bounds on reading webhooks (see src/api/read-limits.ts); tests shorten them. */
+  /** Bounds on reading webhooks (see src/intake/read-limits.ts); tests shorten them. */
   readLimits?: Partial<ReadLimitOptions>;
   /** The delivery workers' settings; tests give a clock, or `start: false` to drive them with runOnce. */
   delivery?: Partial<DispatcherOptions> & { start?: boolean };
   /** Replays' and sends' bounds (src/services/redeliveries.ts); tests give a clock or a smaller budget. */
   redeliveries?: Partial<RedeliveryOptions>;
+  /** Spans of requests and delivery attempts (src/telemetry/tracing.ts); absent, tracing is off and costs nothing. */
+  tracing?: Tracing;
 }
 
 /**
@@ -64,7 +69,7 @@ export interface AppDeps {
  * spread over them (32 webhooks a group at least), the event loop answers and refills the
  * connections a group at a time, instead of every connection waiting in two large groups
  * while the event loop idles, then all of them at once while the thread idles (+20 % at 64
- * connections: docs/performance.md, "Intake against the durable floor"). A deep queue still
+ * connections: docs/performance-history.md, "Intake against the durable floor"). A deep queue still
  * goes in groups of up to 500. On PostgreSQL each group in flight is a transaction on a
  * connection of its own: two, as large as what has queued.
  */
@@ -104,7 +109,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     routerOptions: { ignoreTrailingSlash: true },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  const guard = new SignInGuard();
+  const guard = new SignInGuard(config.passwordHashCost);
   const sessions = new Sessions(store);
   const mailer = createMailer(config.smtpUrl, config.smtpFrom, logger);
   const signIn = new SignIn(store, sessions, guard, deps.secrets);
@@ -148,10 +153,13 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     underPressure: () => admission.overloaded(performance.now(), 0.5),
     onFirstAttempt: (ms) => metrics.firstAttempt(ms),
     marks: deliveryMarks,
+    tracing: deps.tracing,
     ...deps.delivery,
   });
 
   app.decorateRequest('errorCode', undefined);
+  // First of the hooks, so that a request's span covers the others.
+  if (deps.tracing) traceRequests(app, deps.tracing);
   // One set of bounds per node, shared by the management API and the integration key's reads.
   app.decorate('readLimits', new ReadLimits({ ...defaultReadLimits(config.databasePoolSize), ...deps.readLimits }));
   app.addHook('onSend', securityHeaders);
@@ -237,7 +245,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
       metrics,
     });
   });
-  metrics.watch({
+  watchParts(metrics, {
     store,
     writer,
     admission,

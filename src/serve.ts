@@ -4,11 +4,13 @@ import { loadConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { openSecretBox } from './secrets.js';
 import { openStore } from './store/open-store.js';
+import { openTracing } from './telemetry/tracing.js';
 
 /**
- * config → store (migrated) → app → listen (and /metrics on its own port when one is set).
- * SIGTERM and SIGINT close the server: no new connections, the write queue drains,
- * connections still busy after the grace period are closed, then the process exits.
+ * config → store (migrated) → tracing (when an OTLP endpoint is set) → app → listen (and
+ * /metrics on its own port when one is set). SIGTERM and SIGINT close the server: no new
+ * connections, the write queue drains, connections still busy after the grace period are
+ * closed, the spans still queued are exported, then the process exits.
  */
 export async function serve(): Promise<void> {
   const config = loadConfig();
@@ -16,7 +18,9 @@ export async function serve(): Promise<void> {
   const store = openStore(config.databaseUrl, { poolSize: config.databasePoolSize, log: logger, sqliteThreads: true });
   const applied = await store.migrate();
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
-  const app = await buildApp({ config, store, logger, secrets: openSecretBox(config) });
+  // Off without an OTLP endpoint: then not even the SDK is loaded.
+  const tracing = await openTracing(config.tracing, logger);
+  const app = await buildApp({ config, store, logger, secrets: openSecretBox(config), tracing });
 
   let closing = false;
   const shutdown = async (signal: string) => {
@@ -37,6 +41,8 @@ export async function serve(): Promise<void> {
     await app.close();
     clearTimeout(cutOff);
     clearInterval(closeIdle);
+    // After the app: the last requests' and attempts' spans have ended by then.
+    await tracing?.shutdown();
     await store.close();
     process.exit(0);
   };

@@ -18,6 +18,9 @@ const databaseUrl = `sqlite:${join(dir, 'intake.db')}`;
 const env = { INTAKE_DATABASE_URL: databaseUrl, INTAKE_SECRETS_KEY: TEST_SECRETS_KEY };
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** A dozen CLI runs one after another, each a Node start: 0.7 s on a quiet machine, seconds on a busy one. */
+const CLI_RUNS_TIMEOUT_MS = 90_000;
+
 test('create, list, pause, resume, replay, delete', async () => {
   const company = String((await runCliJson(['company', 'create', '--name', 'CLI destinations'], env)).json.id);
   const integration = String((await runCliJson(['integration', 'create', '--company', company, '--name', 'Shop'], env)).json.id);
@@ -110,7 +113,7 @@ test('create, list, pause, resume, replay, delete', async () => {
   const deleted = (await runCliJson(['destination', 'delete', '--destination', id], env)).json;
   expect(deleted).toEqual({ id, deleted: true });
   expect((await runCliJson(['destination', 'list', '--company', company], env)).json).toEqual({ data: [] });
-});
+}, CLI_RUNS_TIMEOUT_MS);
 
 test('refusals: one line on stderr naming what is wrong, exit 1, nothing stored', async () => {
   const company = String((await runCliJson(['company', 'create', '--name', 'CLI refusals'], env)).json.id);
@@ -132,4 +135,4 @@ test('refusals: one line on stderr naming what is wrong, exit 1, nothing stored'
   const missing = await runCli(['destination', 'pause', '--destination', 'dst_0000000000000000000000'], env);
   expect(missing.code).toBe(1);
   expect(missing.stderr).toMatch(/^intake: No destination with id dst_0000000000000000000000\.\n$/);
-});
+}, CLI_RUNS_TIMEOUT_MS);

@@ -3,7 +3,8 @@ import fc from 'fast-check';
 import { pino } from 'pino';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { AddressGuard, parseCidrList } from '../src/destinations/address-guard.js';
+import { parseCidrList } from '../src/domain/cidr.js';
+import { AddressGuard } from '../src/destinations/address-guard.js';
 import { hashApiKey, hashIfWellFormed, hashesEqual, issueApiKey } from '../src/domain/api-key.js';
 import { decodeCursor, encodeCursor } from '../src/domain/cursor.js';
 import { isId, newId, newIntegrationKey, newSequencedId, newTimeOrderedId, newWebhookUuid, randomBase62, toBase62 } from '../src/domain/ids.js';
@@ -19,7 +20,7 @@ import { addDestination } from './support/deliveries.js';
 import { pendingLog } from './support/webhooks.js';
 import { freshStore, testSecretBox } from './helpers.js';
 import { seedKey } from './support/seed.js';
-import { TEST_SECRETS_KEY } from './support/processes.js';
+import { TEST_PASSWORD_HASH_COST, TEST_SECRETS_KEY } from './support/processes.js';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -508,10 +509,12 @@ describe('config', () => {
 });
 
 describe('password', () => {
+  const cost = Number(TEST_PASSWORD_HASH_COST);
+
   test('verifyPassword accepts the password and nothing else', async () => {
     const [first, second] = await Promise.all([
-      hashPassword('correct horse battery staple'),
-      hashPassword('correct horse battery staple'),
+      hashPassword('correct horse battery staple', cost),
+      hashPassword('correct horse battery staple', cost),
     ]);
     expect(first).toMatch(/^scrypt\$/);
     expect(first).not.toContain('correct horse');
@@ -522,15 +525,16 @@ describe('password', () => {
     expect(await verifyPassword('correct horse battery staple', '')).toBe(false);
   });
 
-  test('a decoy hash is made at once, costs a check what a real hash does, and no password matches it', async () => {
-    const real = await hashPassword('correct horse battery staple');
-    const decoy = decoyPasswordHash();
+  test.each([cost, cost + 3])('a decoy hash is made at once, costs a check what a real hash of its cost (2^%i) does, and no password matches it', async (at) => {
+    const real = await hashPassword('correct horse battery staple', at);
+    const decoy = decoyPasswordHash(at);
     const fields = (hash: string) => hash.split('$');
 
     // The scheme and the scrypt parameters, which set what a check costs, are a real hash's.
     expect(fields(decoy).slice(0, 4)).toEqual(fields(real).slice(0, 4));
+    expect(fields(decoy)[1]).toBe(String(2 ** at));
     expect(fields(decoy).map((field) => field.length)).toEqual(fields(real).map((field) => field.length));
-    expect(decoy).not.toBe(decoyPasswordHash());
+    expect(decoy).not.toBe(decoyPasswordHash(at));
     for (const password of ['', 'correct horse battery staple', 'decoy']) expect(await verifyPassword(password, decoy)).toBe(false);
   });
 });

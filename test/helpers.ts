@@ -7,7 +7,7 @@ import type { SourceInput } from '../src/sources/settings.js';
 import type { Store } from '../src/store/store.js';
 import { freshDatabase, type TestDatabase } from './support/databases.js';
 import { scrape } from './support/metrics.js';
-import { ADMISSION_GATE_OFF, TEST_SECRETS_KEY } from './support/processes.js';
+import { ADMISSION_GATE_OFF, TEST_PASSWORD_HASH_COST, TEST_SECRETS_KEY } from './support/processes.js';
 import { parseSecretsKeys, SecretBox } from '../src/domain/secret-box.js';
 
 /** The box sealing secrets in tests, with the key every test process shares. */
@@ -54,11 +54,17 @@ export async function buildTestApp(
 ): Promise<TestApp> {
   const database = await freshStore();
   const { store, cleanup } = database;
-  const config = loadConfig({ LOG_LEVEL: 'silent', ...ADMISSION_GATE_OFF, ...env });
+  const config = loadConfig({ LOG_LEVEL: 'silent', ...ADMISSION_GATE_OFF, INTAKE_PASSWORD_HASH_COST: TEST_PASSWORD_HASH_COST, ...env });
   const app = await buildApp({ config, store, logger: pino({ level: 'silent' }), ...options, secrets: options.secrets ?? testSecretBox() });
   const management = new Management(
     store,
-    { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit, secrets: testSecretBox() },
+    {
+      environment: config.environment,
+      baseUrl: config.baseUrl,
+      defaultBodyLimit: config.defaultBodyLimit,
+      secrets: testSecretBox(),
+      passwordHashCost: config.passwordHashCost,
+    },
     { type: 'cli', id: 'test', ip: null },
   );
   return {

@@ -13,7 +13,7 @@ import { Authenticator } from '../src/intake/authenticate.js';
 import type { KeyCache } from '../src/intake/key-cache.js';
 import type { SessionRecord, Store } from '../src/store/store.js';
 import { testSecretBox } from './helpers.js';
-import { ROOT } from './support/processes.js';
+import { ROOT, TEST_PASSWORD_HASH_COST } from './support/processes.js';
 
 /**
  * Where secrets come from and how they are compared, checked at the seams: node:crypto is
@@ -39,6 +39,7 @@ const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const KEY_SHAPE = /^whk_(dev|stg|live)_([0-9A-Za-z]+)$/;
 const CHECKSUM_LENGTH = 6;
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+const COST = Number(TEST_PASSWORD_HASH_COST);
 
 /** The part of a key drawn from the CSPRNG: between `whk_<env>_` and the checksum. */
 function randomPart(key: string): string {
@@ -176,7 +177,7 @@ describe('session cookies, CSRF tokens, setup tokens and salts: 256 or 128 bits 
 
   test('each password hash has a salt of 16 bytes from randomBytes', async () => {
     crypto.fixedBytes = (size) => Buffer.alloc(size, 3);
-    const hash = await hashPassword('correct horse battery staple');
+    const hash = await hashPassword('correct horse battery staple', COST);
     expect(randomBytes).toHaveBeenCalledWith(16);
     expect(hash.split('$')[4]).toBe(Buffer.alloc(16, 3).toString('base64url'));
   });
@@ -222,7 +223,7 @@ describe('secrets are compared in constant time', () => {
   });
 
   test('a password is checked with scrypt and timingSafeEqual', async () => {
-    const stored = await hashPassword('correct horse battery staple');
+    const stored = await hashPassword('correct horse battery staple', COST);
     vi.clearAllMocks();
     expect(await verifyPassword('correct horse battery staple', stored)).toBe(true);
     expect(await verifyPassword('correct horse battery stapler', stored)).toBe(false);
@@ -231,7 +232,9 @@ describe('secrets are compared in constant time', () => {
   });
 
   test('an unknown email costs the same scrypt as a wrong password (no shortcut that tells accounts apart)', async () => {
-    const stored = await hashPassword('correct horse battery staple');
+    // Not the test processes' cost, nor the default: the decoy follows the configured one.
+    const cost = COST + 2;
+    const stored = await hashPassword('correct horse battery staple', cost);
     const store = fakeStore({
       findUserByEmail: vi.fn(async (email: string) =>
         email === 'known@example.com'
@@ -239,17 +242,18 @@ describe('secrets are compared in constant time', () => {
           : undefined,
       ),
     });
-    const signIn = new SignIn(store, new Sessions(store), new SignInGuard(), testSecretBox());
+    const signIn = new SignIn(store, new Sessions(store), new SignInGuard(cost), testSecretBox());
     const attempt = (email: string, password: string, ip: string) => signIn.signIn({ email, password }, ip, null);
     await expect(attempt('warm-up@example.com', 'x', '10.0.0.1')).rejects.toMatchObject({ code: 'invalid_credentials' });
     vi.clearAllMocks();
     await expect(attempt('unknown@example.com', 'a wrong password', '10.0.0.2')).rejects.toMatchObject({ code: 'invalid_credentials' });
-    const unknownWork = { scrypt: scrypt.mock.calls.length, compare: timingSafeEqual.mock.calls.length };
+    const work = () => ({ scrypt: scrypt.mock.calls.length, N: scrypt.mock.calls.map((call) => (call[3] as { N: number }).N), compare: timingSafeEqual.mock.calls.length });
+    const unknownWork = work();
     vi.clearAllMocks();
     await expect(attempt('known@example.com', 'a wrong password', '10.0.0.3')).rejects.toMatchObject({ code: 'invalid_credentials' });
-    const knownWork = { scrypt: scrypt.mock.calls.length, compare: timingSafeEqual.mock.calls.length };
+    const knownWork = work();
     expect(unknownWork).toEqual(knownWork);
-    expect(knownWork.scrypt).toBe(1);
+    expect(knownWork).toMatchObject({ scrypt: 1, N: [2 ** cost] });
   });
 
   test('a CSRF token is compared with timingSafeEqual', () => {

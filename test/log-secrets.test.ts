@@ -171,7 +171,8 @@ async function cli(what: string, args: string[], expectSuccess = true): Promise<
 }
 
 beforeAll(async () => {
-  server = await startServer({ env: { LOG_LEVEL: 'trace' } });
+  // The password-hash cost unset (empty), as a real start has it: the hashes checked below are production's.
+  server = await startServer({ env: { LOG_LEVEL: 'trace', INTAKE_PASSWORD_HASH_COST: '' } });
   dbPath = server.dbPath!;
 
   // --- First run: the setup link, a wrong token, a bad password, then the real sign-up.

@@ -1,12 +1,14 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { expect, test } from 'vitest';
 import { ROOT } from './support/processes.js';
 
 /**
- * The arrows between the service's modules point one way (STYLE.md; issue 17): no module
- * imports, directly or through others, a module that imports it. Read from the sources'
- * own import and export lines, type-only ones included (a type cycle is a design cycle).
+ * The arrows between the service's modules point one way (STYLE.md; issues 17 and 34): no
+ * module imports, directly or through others, a module that imports it, and none imports a
+ * module of a layer above its own. Read from the sources' own import and export lines,
+ * type-only ones included (a type cycle is a design cycle); the layers are also held to
+ * what import() calls load, while a module loaded on demand may import the one that loads it.
  */
 
 const SOURCES = join(ROOT, 'src');
@@ -19,11 +21,12 @@ function modules(dir: string): string[] {
   });
 }
 
-function importsOf(file: string): string[] {
+/** The modules `file` imports: by its import and export lines, with its import() calls too when `calls`. */
+function importsOf(file: string, { calls = false } = {}): string[] {
   const text = readFileSync(file, 'utf8');
-  return [...text.matchAll(/^\s*(?:import|export)\b[^'";]*?from\s+'(\.{1,2}\/[^']+)'/gm)].map((match) =>
-    resolve(dirname(file), match[1]!.replace(/\.js$/, '.ts')),
-  );
+  const lines = [...text.matchAll(/^\s*(?:import|export)\b[^'";]*?from\s+'(\.{1,2}\/[^']+)'/gm)];
+  const loaded = calls ? [...text.matchAll(/\bimport\(\s*'(\.{1,2}\/[^']+)'\s*\)/g)] : [];
+  return [...lines, ...loaded].map((match) => resolve(dirname(file), match[1]!.replace(/\.js$/, '.ts')));
 }
 
 /** Every cycle's modules, each cycle once (Tarjan's strongly connected components). */
@@ -71,4 +74,52 @@ test('no module of src/ imports a module that imports it, directly or not', () =
   // The reading works: app.ts imports the route modules it registers.
   expect(graph.get(join(SOURCES, 'app.ts'))).toContain(join(SOURCES, 'intake', 'routes.ts'));
   expect(cycles(graph)).toEqual([]);
+});
+
+/**
+ * The layers of src/, bottom first. A module may import modules of its own layer and of
+ * those below, never of one above. Each entry of src/ (a directory, with everything under
+ * it, or a file) is placed here: a new one fails the test until it is given its layer.
+ */
+const LAYERS: ReadonlyArray<{ name: string; entries: readonly string[] }> = [
+  // What every layer may use: the rules and data of the domain, the metric registry and
+  // tracing, the error table, the logger, the configuration (with the secrets key it
+  // names) and the HTTP server's limits.
+  { name: 'ground floor', entries: ['domain/', 'telemetry/', 'errors.ts', 'logger.ts', 'config.ts', 'secrets.ts', 'http-hardening.ts'] },
+  { name: 'store', entries: ['store/'] },
+  { name: 'sources and destinations', entries: ['sources/', 'destinations/'] },
+  // app-instance.ts is the app's Fastify type, which names intake's writer and the delivery
+  // worker; intake's routes are the first modules to take it.
+  { name: 'intake', entries: ['intake/', 'app-instance.ts'] },
+  // Accounts, sessions and sign-in, which the services (invitations) and the API build on.
+  { name: 'accounts', entries: ['admin/'] },
+  { name: 'services', entries: ['services/'] },
+  { name: 'routes', entries: ['api/', 'ops/'] },
+  { name: 'app', entries: ['app.ts'] },
+  { name: 'processes', entries: ['serve.ts', 'main.ts', 'cli/', 'reference/'] },
+];
+
+const LAYER_OF = new Map(LAYERS.flatMap(({ entries }, level) => entries.map((entry) => [entry, level] as const)));
+
+/** The entry of src/ a module is placed by: its first directory, or its own name at the top. */
+function entryOf(file: string): string {
+  const [first, ...rest] = relative(SOURCES, file).split(sep);
+  return rest.length > 0 ? `${first}/` : first!;
+}
+
+test('every directory and file of src/ has a layer, and every layer entry is in src/', () => {
+  const entries = new Set(modules(SOURCES).map(entryOf));
+  expect([...entries].filter((entry) => !LAYER_OF.has(entry))).toEqual([]);
+  expect([...LAYER_OF.keys()].filter((entry) => !entries.has(entry))).toEqual([]);
+});
+
+test('no module of src/ imports a module of a layer above its own', () => {
+  const layerOf = (file: string) => LAYER_OF.get(entryOf(file)) ?? LAYERS.length;
+  const described = (file: string) => `${relative(SOURCES, file)} (${LAYERS[layerOf(file)]?.name ?? 'no layer'})`;
+  const upward = modules(SOURCES).flatMap((file) =>
+    importsOf(file, { calls: true })
+      .filter((target) => layerOf(target) > layerOf(file))
+      .map((target) => `${described(file)} imports ${described(target)}`),
+  );
+  expect(upward).toEqual([]);
 });

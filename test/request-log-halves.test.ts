@@ -57,6 +57,7 @@ describe(`the request log's two halves (${dialect})`, () => {
       durationMs: expect.any(Number),
       webhookUuid: accepted.uuid,
       errorDetail: null,
+      traceId: null,
     });
     expect(log[1]!.durationMs).toBeGreaterThanOrEqual(0);
     expect(log[0]).toMatchObject({ id: replay.log.id, webhookUuid: accepted.uuid });

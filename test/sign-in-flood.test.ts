@@ -1,5 +1,6 @@
 import { request } from 'node:http';
 import { afterAll, afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { DEFAULT_PASSWORD_HASH_COST } from '../src/domain/password.js';
 import { PASSWORD } from './support/api.js';
 import { cleanupAll, runCliJson, startServer, type ServerProcess } from './support/processes.js';
 
@@ -9,13 +10,14 @@ import { cleanupAll, runCliJson, startServer, type ServerProcess } from './suppo
  * sign-ins for one account: 59 × 401, one 200, no 429); and 100 parallel junk sign-ins
  * from one address kept a real user waiting 26 s behind their password hashing. Here over
  * real TCP to the compiled server, requests in flight at once, each from the address it
- * names (Linux routes all of 127.0.0.0/8 to the loopback interface).
+ * names (Linux routes all of 127.0.0.0/8 to the loopback interface). At the production
+ * password-hash cost: the bounds are about how long a check takes there.
  */
 let server: ServerProcess;
 const EMAIL = 'holder@example.com';
 
 beforeEach(async () => {
-  server = await startServer();
+  server = await startServer({ env: { INTAKE_PASSWORD_HASH_COST: String(DEFAULT_PASSWORD_HASH_COST) } });
   const company = (await runCliJson<{ id: string }>(['company', 'create', '--name', 'Flooded'], server.cliEnv)).json;
   await runCliJson(['user', 'create', '--company', company.id, '--email', EMAIL, '--password', PASSWORD, '--role', 'owner'], server.cliEnv);
 });

@@ -473,7 +473,7 @@ describe.each(STORES)('$name store', (factory) => {
 
       const log = await store.listRequestLog(tenant.companyId, tenant.integration.id, 100);
       expect(log).toHaveLength(3);
-      expect(log.find((r) => r.id === rejected.id)).toEqual({ ...rejected, errorDetail: null });
+      expect(log.find((r) => r.id === rejected.id)).toEqual({ ...rejected, errorDetail: null, traceId: null });
       expect(log.filter((r) => r.status === 202).map((r) => r.webhookUuid).sort()).toEqual(
         webhooks.map((w) => w.uuid).sort(),
       );

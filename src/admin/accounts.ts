@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { FailureWindows } from '../domain/failure-windows.js';
-import { hashPassword, MIN_PASSWORD_LENGTH } from '../domain/password.js';
+import { MIN_PASSWORD_LENGTH } from '../domain/password.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { newRecoveryCodes, newTotpSecret, otpauthUri, recoveryCodeHash, totpStep } from '../domain/two-factor.js';
 import { AppError } from '../errors.js';
@@ -185,7 +185,7 @@ export async function newPasswordHash(guard: SignInGuard, password: string, ip: 
   if (password.length < MIN_PASSWORD_LENGTH) {
     throw new AppError('invalid_request', `The password must be at least ${MIN_PASSWORD_LENGTH} characters.`, { field });
   }
-  return guard.hashing(ip, () => hashPassword(password));
+  return guard.newHash(ip, password);
 }
 
 /** A new one-time reset link for the account: the email's, or the operator's to pass on (`intake user reset-password`). */

@@ -1,5 +1,5 @@
 import { FailureWindows } from '../domain/failure-windows.js';
-import { verifyPassword } from '../domain/password.js';
+import { decoyPasswordHash, hashPassword, verifyPassword } from '../domain/password.js';
 import { AppError } from '../errors.js';
 import { addressKey } from '../intake/auth-failures.js';
 
@@ -9,7 +9,7 @@ const FAILURES_PER_ACCOUNT = 5;
 const FAILURES_PER_ADDRESS = 20;
 
 export interface PasswordWorkLimits {
-  /** Password hashes computed at once (scrypt takes 128 MiB and a thread of libuv's pool of four each). */
+  /** Password hashes computed at once (scrypt takes 128 MiB at the default cost, and a thread of libuv's pool of four, each). */
   running: number;
   /** Waiting for a turn; past it, 503 at once. */
   queued: number;
@@ -30,19 +30,25 @@ export interface Attempt {
  * before the slow work (so 60 parallel guesses at one account get 5 checks, not 60), and
  * the hashing itself is bounded: a few at once overall, a couple per address, a short queue,
  * and a refusal at once past it, so a flood costs its sender 429s and a real user is never
- * stuck behind it. In memory on each node, like the other limits.
+ * stuck behind it. In memory on each node, like the other limits. All password work of the
+ * node goes through it, at the one configured cost (INTAKE_PASSWORD_HASH_COST).
  */
 export class SignInGuard {
   private readonly failures: FailureWindows;
   private running = 0;
   private readonly queue: Array<() => void> = [];
   private readonly perAddress = new Map<string, number>();
+  /** Checked when there is no account: of the configured cost, so it takes what checking a hash made now does. */
+  private readonly decoy: string;
 
   constructor(
+    /** scrypt's log2 N for new hashes and the decoy. */
+    private readonly hashCost: number,
     private readonly limits: PasswordWorkLimits = DEFAULT_LIMITS,
     now: () => number = Date.now,
   ) {
     this.failures = new FailureWindows(FAILURE_WINDOW_MS, now);
+    this.decoy = decoyPasswordHash(hashCost);
   }
 
   /**
@@ -71,17 +77,18 @@ export class SignInGuard {
 
   /**
    * Checks a password for an attempt at `account` from `ip`: the attempt is counted first,
-   * then the stored hash is found and the password hashed within the bounds. Undefined when
-   * the password is wrong (the attempt stays counted); else the attempt, still counted, for
-   * the caller to give back once nothing else it checks (a second factor) has failed. An
-   * attempt refused before anything was checked (the hashing busy, the store away) counts
-   * for nothing.
+   * then the stored hash is found (undefined when there is no such account: the decoy is
+   * checked instead, so that both failures take the same time) and the password hashed
+   * within the bounds. Undefined when the password is wrong (the attempt stays counted);
+   * else the attempt, still counted, for the caller to give back once nothing else it
+   * checks (a second factor) has failed. An attempt refused before anything was checked
+   * (the hashing busy, the store away) counts for nothing.
    */
-  async checkPassword(account: string, ip: string, password: string, storedHash: () => Promise<string>): Promise<Attempt | undefined> {
+  async checkPassword(account: string, ip: string, password: string, storedHash: () => Promise<string | undefined>): Promise<Attempt | undefined> {
     const attempt = this.reserve(account, ip);
     let valid: boolean;
     try {
-      const hash = await storedHash();
+      const hash = (await storedHash()) ?? this.decoy;
       valid = await this.hashing(ip, () => verifyPassword(password, hash));
     } catch (error) {
       attempt.giveBack();
@@ -90,12 +97,17 @@ export class SignInGuard {
     return valid ? attempt : undefined;
   }
 
+  /** The hash of a new password for a request from `ip`, at the configured cost, within the bounds. */
+  newHash(ip: string, password: string): Promise<string> {
+    return this.hashing(ip, () => hashPassword(password, this.hashCost));
+  }
+
   /**
    * Runs password hashing for a request from `ip` within the bounds: at once when a slot is
    * free, after a short wait in line, or not at all (429 for an address with its share in
    * use, 503 when the line is full), so no request waits behind a flood.
    */
-  async hashing<T>(ip: string, work: () => Promise<T>): Promise<T> {
+  private async hashing<T>(ip: string, work: () => Promise<T>): Promise<T> {
     const address = addressKey(ip);
     const mine = this.perAddress.get(address) ?? 0;
     if (mine >= this.limits.perAddress) {

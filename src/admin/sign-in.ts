@@ -1,5 +1,4 @@
 import type { SecretBox } from '../domain/secret-box.js';
-import { decoyPasswordHash } from '../domain/password.js';
 import { isTotpCode, recoveryCodeHash, totpStep } from '../domain/two-factor.js';
 import { AppError } from '../errors.js';
 import type { Store, UserAccount } from '../store/store.js';
@@ -8,13 +7,11 @@ import type { SignInGuard } from './sign-in-guard.js';
 
 /**
  * Sign-in with email, password and, when the account has it, a second factor. One message
- * for a wrong email and a wrong password alike, and the same work for both (a decoy hash).
+ * for a wrong email and a wrong password alike, and the same work for both (the guard's decoy hash).
  * Every attempt is counted before the password is checked and given back only when it did
  * not fail; a right password without the code is not a failure, a wrong code is.
  */
 export class SignIn {
-  /** Verified against when the email is unknown, so both failures take the same time. */
-  private readonly decoy = decoyPasswordHash();
   /** Refused sign-ins since start, by the code they were refused with (exposed in /metrics). */
   readonly failures: Record<SignInFailure, number> = {
     invalid_credentials: 0,
@@ -55,7 +52,7 @@ export class SignIn {
     let user: UserAccount | undefined;
     const attempt = await this.guard.checkPassword(account, ip, credentials.password, async () => {
       user = await this.store.findUserByEmail(account);
-      return user?.passwordHash ?? this.decoy;
+      return user?.passwordHash;
     });
     if (!attempt || !user) throw new AppError('invalid_credentials');
     if (user.totpSecret !== null) {

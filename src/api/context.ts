@@ -209,7 +209,7 @@ export function requirePermission(request: FastifyRequest, permission: Permissio
 }
 
 export function managementOptions(config: Config, secrets?: SecretBox): ManagementOptions {
-  return { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit, secrets };
+  return { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit, secrets, passwordHashCost: config.passwordHashCost };
 }
 
 /** For handlers that answer 204. */

@@ -23,6 +23,9 @@ export const RequestLogRecordSchema = Type.Object(
     size_bytes: Type.Integer({ description: 'Body size in bytes.' }),
     duration_ms: Type.Number({ description: 'Time to answer (for accepted webhooks, up to the commit).' }),
     webhook_uuid: NullableString('The webhook stored (or replayed) by this request.'),
+    trace_id: NullableString(
+      "The request's OpenTelemetry trace id (32 hex digits) when the operator turned tracing on and it was sampled; null otherwise (docs/operations.md, Traces).",
+    ),
   },
   { $id: 'RequestLogRecord' },
 );
@@ -99,6 +102,7 @@ function presentRequest(entry: RequestLogEntry) {
     size_bytes: entry.sizeBytes,
     duration_ms: entry.durationMs,
     webhook_uuid: entry.webhookUuid,
+    trace_id: entry.traceId ?? null,
   };
 }
 

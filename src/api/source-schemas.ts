@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { SOURCE_TYPES, type SourceConfig } from '../sources/provider.js';
+import { SOURCE_TYPES, type SourceConfig } from '../domain/source-types.js';
 import { providerFor } from '../sources/providers/index.js';
 import { MAX_SECRET_LENGTH } from '../sources/settings.js';
 import type { IntegrationSource } from '../store/store.js';

@@ -5,7 +5,7 @@ import type { AppInstance } from '../app-instance.js';
 import { AppError } from '../errors.js';
 import { WEBHOOK_PAGE_BYTES, type FeedCursor, type FeedItem } from '../store/store.js';
 import { principalOf, resolvePrincipal, type ApiDeps, type Principal } from './context.js';
-import type { ReadLimits } from './read-limits.js';
+import type { ReadLimits } from '../intake/read-limits.js';
 import { ERROR_RESPONSES, Id } from './schemas.js';
 import { summary, WebhookSummarySchema } from './webhooks.js';
 

@@ -5,7 +5,7 @@ import type { AppInstance } from '../app-instance.js';
 import { withinBudget } from '../store/queries/webhooks.js';
 import { WEBHOOK_PAGE_BYTES, type WebhookHeadQuery, type WebhookSummary } from '../store/store.js';
 import { principalOf, stillAllowed, type ApiDeps, type Principal } from './context.js';
-import type { ReadLimits } from './read-limits.js';
+import type { ReadLimits } from '../intake/read-limits.js';
 import { ERROR_RESPONSES, Id } from './schemas.js';
 import { cutOffStalledClient } from './send-timeout.js';
 import { TailWindow } from './tail-window.js';

@@ -14,7 +14,7 @@ import {
   type WebhookSummary,
 } from '../store/store.js';
 import { principalOf, stillAllowed, type ApiDeps } from './context.js';
-import { PAGE_BUDGET_TEXT, type ReadLimits } from './read-limits.js';
+import { PAGE_BUDGET_TEXT, type ReadLimits } from '../intake/read-limits.js';
 import { ERROR_RESPONSES, Id, Page, PageQuery, Timestamp, iso } from './schemas.js';
 import { cutOffStalledClient } from './send-timeout.js';
 import { parseOptionalTime } from '../domain/time.js';

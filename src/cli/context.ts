@@ -34,7 +34,7 @@ export async function withStore<T>(
     const actor = { type: 'cli' as const, id: userInfo().username, ip: null };
     const management = new Management(
       store,
-      { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit, secrets },
+      { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit, secrets, passwordHashCost: config.passwordHashCost },
       actor,
     );
     const addressGuard = new AddressGuard(config.destinationAllow);

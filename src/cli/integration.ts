@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { AppError } from '../errors.js';
-import { SOURCE_TYPES } from '../sources/provider.js';
+import { SOURCE_TYPES } from '../domain/source-types.js';
 import type { SourceInput } from '../sources/settings.js';
 import { SHOWN_ONCE, print, withStore, type CommandContext } from './context.js';
 

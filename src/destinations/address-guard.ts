@@ -1,6 +1,7 @@
 import { promises as dns, type LookupAddress, type LookupOptions } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { asIPv4Range, parseAsWritten, type Cidr } from '../domain/cidr.js';
 import type { Environment } from '../domain/environment.js';
 import { AppError } from '../errors.js';
 
@@ -12,9 +13,6 @@ import { AppError } from '../errors.js';
  * refused, and so are the cloud metadata addresses. INTAKE_DESTINATION_ALLOW lists ranges
  * reached anyway (an operator's own network; the tests' 127.0.0.1).
  */
-
-/** An address range: its first address and prefix length. */
-export type Cidr = [ipaddr.IPv4 | ipaddr.IPv6, number];
 
 /** The `code` of the error `AddressGuard.lookup` fails a connection with. */
 export const BLOCKED_ADDRESS = 'EBLOCKEDADDRESS';
@@ -52,27 +50,6 @@ const RANGE_WORDS: Record<string, string> = {
   '6to4': 'a 6to4 address (it embeds an IPv4 address)',
   teredo: 'a Teredo address (it embeds an IPv4 address)',
 };
-
-/**
- * INTAKE_DESTINATION_ALLOW's text: comma-separated ranges (`127.0.0.1/32,::1/128`; a bare
- * address is a range of one). Throws naming the first entry that is not one.
- */
-export function parseCidrList(text: string): Cidr[] {
-  return text
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter((entry) => entry !== '')
-    .map((entry) => {
-      const [address = '', prefix, ...rest] = entry.split('/');
-      // ipaddr.js also reads `10` or `0x7f.1` as IPv4; an operator's list takes the usual forms only.
-      const usual = ipaddr.IPv4.isValidFourPartDecimal(address) || (address.includes(':') && ipaddr.IPv6.isValid(address));
-      if (!usual || rest.length > 0 || (prefix !== undefined && !/^\d{1,3}$/.test(prefix))) throw badEntry(entry);
-      const parsed = parseAsWritten(address);
-      const bits = prefix === undefined ? (parsed.kind() === 'ipv4' ? 32 : 128) : Number(prefix);
-      if (bits > (parsed.kind() === 'ipv4' ? 32 : 128)) throw badEntry(entry);
-      return asIPv4Range([parsed, bits]);
-    });
-}
 
 /** Judges addresses against the rules above and the allow list. */
 export class AddressGuard {
@@ -165,21 +142,10 @@ export function hostOf(url: URL): string {
   return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
 }
 
-/**
- * A valid address as ipaddr.js sees it, IPv4-mapped IPv6 as IPv4. A dotted tail is first
- * rewritten in hex: ipaddr.js reads `::127.0.0.1` (IPv4-compatible, which Node's resolver
- * prints so) as `::ffff:127.0.0.1`, another address.
- */
+/** A valid address as ipaddr.js sees it, read as written (parseAsWritten), IPv4-mapped IPv6 as IPv4. */
 function parseAddress(ip: string): ipaddr.IPv4 | ipaddr.IPv6 {
   const address = parseAsWritten(ip);
   return address.kind() === 'ipv6' && (address as ipaddr.IPv6).isIPv4MappedAddress() ? (address as ipaddr.IPv6).toIPv4Address() : address;
-}
-
-function parseAsWritten(ip: string): ipaddr.IPv4 | ipaddr.IPv6 {
-  if (isIP(ip) !== 6 || !ip.includes('.')) return ipaddr.parse(ip);
-  const colon = ip.lastIndexOf(':');
-  const [a = 0, b = 0, c = 0, d = 0] = ip.slice(colon + 1).replace(/%.*$/, '').split('.').map(Number);
-  return ipaddr.parse(`${ip.slice(0, colon + 1)}${(a * 256 + b).toString(16)}:${(c * 256 + d).toString(16)}`);
 }
 
 function within(address: ipaddr.IPv4 | ipaddr.IPv6, [first, bits]: Cidr): boolean {
@@ -190,23 +156,10 @@ function isSingle([first, bits]: Cidr): boolean {
   return bits === (first.kind() === 'ipv4' ? 32 : 128);
 }
 
-/** ::ffff:a.b.c.d/n (n ≥ 96) as the IPv4 range it means, since addresses are judged as IPv4. */
-function asIPv4Range(cidr: Cidr): Cidr {
-  const [first, bits] = cidr;
-  if (first.kind() === 'ipv6' && bits >= 96 && (first as ipaddr.IPv6).isIPv4MappedAddress()) {
-    return [(first as ipaddr.IPv6).toIPv4Address(), bits - 96];
-  }
-  return cidr;
-}
-
 function notFound(hostname: string): NodeJS.ErrnoException {
   const error: NodeJS.ErrnoException = new Error(`${hostname} has no address`);
   error.code = 'ENOTFOUND';
   return error;
-}
-
-function badEntry(entry: string): Error {
-  return new Error(`"${entry}" is not an address range such as 127.0.0.1/32 or ::1/128`);
 }
 
 function invalidUrl(message: string): AppError {

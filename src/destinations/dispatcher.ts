@@ -6,6 +6,7 @@ import type { AttemptResult, ClaimedDelivery, PendingWebhook, Store, WebhookBody
 import { nextAttemptAt } from './schedule.js';
 import { causeOf, type AttemptCause, type AttemptOutcome, type DestinationSender } from './sender.js';
 import { signatureHeaders } from './signing.js';
+import type { AttemptTrace, Tracing } from '../telemetry/tracing.js';
 
 export interface DispatcherOptions {
   /** Requests in flight on this node at most, across destinations. */
@@ -41,6 +42,8 @@ export interface DispatcherOptions {
    * since its webhook was received, in ms (for /metrics).
    */
   onFirstAttempt?: (sinceReceivedMs: number) => void;
+  /** Each attempt's span, and the `traceparent` its request carries; absent when tracing is off. */
+  tracing?: Tracing;
 }
 
 /**
@@ -341,12 +344,14 @@ export class DeliveryDispatcher {
     if (wait > 0) await pause(wait);
     const attemptedAt = this.now();
     if (delivery.series === 0 && delivery.attempt === 1) this.options.onFirstAttempt?.(attemptedAt - delivery.webhookReceivedAt);
+    // The child of its webhook's request span when this node committed the webhook and still holds it.
+    const trace = this.options.tracing?.attempt(delivery, this.recent.get(delivery.webhookUuid));
     let outcome: AttemptOutcome = { ok: false, status: null, error: 'other', durationMs: 0, responseExcerpt: null, retryAfterMs: null };
     try {
       if (webhook) {
         outcome = await this.sender.send({
           url: delivery.destination.url,
-          headers: this.headersOf(delivery, webhook, attemptedAt),
+          headers: this.headersOf(delivery, webhook, attemptedAt, trace),
           body: webhook.rawBody,
           timeoutMs: delivery.destination.timeoutMs,
         });
@@ -357,6 +362,7 @@ export class DeliveryDispatcher {
       outcome = { ...outcome, cause: causeOf(error) };
     }
     this.logAttempt(delivery, outcome, webhook === null);
+    trace?.end(webhook === null ? { ...outcome, error: 'webhook_purged' } : outcome);
     const finishedAt = this.now();
     const next =
       outcome.ok || webhook === null
@@ -403,8 +409,8 @@ export class DeliveryDispatcher {
     }
   }
 
-  /** The Standard Webhooks headers, ours, and the destination's own (opened only here). */
-  private headersOf(delivery: ClaimedDelivery, webhook: WebhookBody, attemptedAt: number): Record<string, string> {
+  /** The Standard Webhooks headers, ours (the attempt's traceparent among them), and the destination's own (opened only here). */
+  private headersOf(delivery: ClaimedDelivery, webhook: WebhookBody, attemptedAt: number, trace: AttemptTrace | undefined): Record<string, string> {
     const { destination } = delivery;
     const secrets = [destination.secretSealed, destination.previousSecretSealed].filter((s): s is string => s !== null).map((s) => this.open(s));
     const extra = destination.headersSealed === null ? {} : headersOfJson(this.open(destination.headersSealed));
@@ -418,6 +424,8 @@ export class DeliveryDispatcher {
       'x-intake-attempt': String(delivery.attempt),
       // x-intake-origin and x-intake-hops: how intake knows its own deliveries when they come back.
       ...this.options.marks.mark(delivery.id, webhook.hops),
+      // After the destination's own headers, which may not name it anyway (destination-headers.ts).
+      ...trace?.propagation(),
       ...signatureHeaders({ webhookId: delivery.webhookUuid, timestampSeconds: Math.floor(attemptedAt / 1000), body: webhook.rawBody, secrets }),
     };
   }

@@ -16,8 +16,11 @@ const MAX_VALUE_LENGTH = 4096;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** What Node's http refuses in a header value (lib/_http_common.js checkInvalidHeaderChar). */
 const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
-/** Set on every request by intake (content-* included: the body is the webhook's own, as it came). */
-const SET_BY_INTAKE = new Set(['user-agent']);
+/**
+ * Set on every request by intake (content-* included: the body is the webhook's own, as it
+ * came; traceparent and tracestate name the attempt's span when tracing is on).
+ */
+const SET_BY_INTAKE = new Set(['user-agent', 'traceparent', 'tracestate']);
 const SET_BY_INTAKE_PREFIXES = ['content-', 'webhook-', 'x-intake-'];
 /**
  * The connection's and the framing's: undici refuses transfer-encoding, keep-alive, upgrade
@@ -51,7 +54,7 @@ export function validDestinationHeaders(headers: Record<string, string>): Record
     }
     const lower = name.toLowerCase();
     if (SET_BY_INTAKE.has(lower) || SET_BY_INTAKE_PREFIXES.some((prefix) => lower.startsWith(prefix))) {
-      throw invalid(`headers: ${name} is set by intake and cannot be replaced (nor can user-agent, content-*, webhook-* and x-intake-*).`);
+      throw invalid(`headers: ${name} is set by intake and cannot be replaced (nor can user-agent, traceparent, tracestate, content-*, webhook-* and x-intake-*).`);
     }
     if (CONNECTION_HEADERS.has(lower)) {
       throw invalid(`headers: ${name} belongs to the connection, which intake's HTTP client manages: it cannot be sent (nor can ${[...CONNECTION_HEADERS].join(', ')}).`);

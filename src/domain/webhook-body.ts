@@ -1,5 +1,5 @@
 import { AppError } from '../errors.js';
-import type { ParsedBody } from '../sources/provider.js';
+import type { ParsedBody } from './source-types.js';
 import { UNSTORABLE_TEXT } from './text.js';
 import { HOPS_HEADER, hopsOf } from './delivery-loop.js';
 

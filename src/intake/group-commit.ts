@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { newTimeOrderedId } from '../domain/ids.js';
 import { AppError } from '../errors.js';
 import type { CommitOutcome, PendingWebhook, RequestLogEntry, Store } from '../store/store.js';
+import type { WrittenGroup } from '../telemetry/metrics.js';
 
 export interface GroupCommitOptions {
   /** Webhooks waiting at most; past this, submit() refuses with 503. */
@@ -31,18 +32,19 @@ export interface GroupCommitOptions {
   onWritten?: (group: WrittenGroup) => void;
 }
 
-/** One transaction of the writer, as /metrics sees it. */
-export interface WrittenGroup {
-  /** Webhooks in it (0: request-log rows alone). */
-  webhooks: number;
-  seconds: number;
-  committed: boolean;
+/** Told what became of a webhook in the writer (a traced request records it on its span). */
+export interface GroupObserver {
+  /** `webhooks` in the group; `waitMs` from this webhook's submit to the group's start. */
+  joined(webhooks: number, waitMs: number): void;
+  /** It committed with deliveries due, and is handed to onDeliveriesDue right after this. */
+  deliveriesDue(webhook: PendingWebhook): void;
 }
 
 interface Waiting {
   webhook: PendingWebhook;
   /** performance.now() when it was queued. */
   queuedAt: number;
+  observer: GroupObserver | undefined;
   resolve(outcome: CommitOutcome): void;
   reject(error: unknown): void;
 }
@@ -100,7 +102,7 @@ export class GroupCommitWriter {
   }
 
   /** Queues a webhook; resolves with its outcome once committed. Throws 503 when full. */
-  submit(webhook: PendingWebhook): Promise<CommitOutcome> {
+  submit(webhook: PendingWebhook, observer?: GroupObserver): Promise<CommitOutcome> {
     const size = webhook.rawBody.length;
     if (this.queue.length >= this.options.maxQueued || this.queuedBytes + size > this.options.maxQueuedBytes) {
       this.refusedFull++;
@@ -109,7 +111,7 @@ export class GroupCommitWriter {
       });
     }
     return new Promise<CommitOutcome>((resolve, reject) => {
-      this.queue.push({ webhook, queuedAt: performance.now(), resolve, reject });
+      this.queue.push({ webhook, queuedAt: performance.now(), observer, resolve, reject });
       this.queuedBytes += size;
       this.schedule();
     });
@@ -182,7 +184,10 @@ export class GroupCommitWriter {
       if (this.queue.length === 0 && this.logs.length === 0) break;
       const group = this.queue.splice(0, this.nextGroupSize());
       const logs = this.logs.splice(0, this.logs.length);
-      for (const waiting of group) this.queuedBytes -= waiting.webhook.rawBody.length;
+      for (const waiting of group) {
+        this.queuedBytes -= waiting.webhook.rawBody.length;
+        waiting.observer?.joined(group.length, performance.now() - waiting.queuedAt);
+      }
       this.track(this.writeGroup(group, logs));
     }
     if (this.inFlight > 0) return;
@@ -249,8 +254,9 @@ export class GroupCommitWriter {
       written(true);
       this.failing = false;
       group.forEach((waiting, i) => waiting.resolve(outcomes[i]!));
-      const delivering = group.filter((_, i) => isDeliveryDue(outcomes[i]!)).map((waiting) => waiting.webhook);
-      if (delivering.length > 0) this.options.onDeliveriesDue?.(delivering);
+      const delivering = group.filter((_, i) => isDeliveryDue(outcomes[i]!));
+      for (const waiting of delivering) waiting.observer?.deliveriesDue(waiting.webhook);
+      if (delivering.length > 0) this.options.onDeliveriesDue?.(delivering.map((waiting) => waiting.webhook));
     } catch (error) {
       written(false);
       this.failing = true;

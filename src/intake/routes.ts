@@ -15,7 +15,7 @@ import {
   webhookData,
 } from '../domain/webhook-body.js';
 import type { DeliveryMarks } from '../domain/delivery-loop.js';
-import type { ParsedBody } from '../sources/provider.js';
+import type { ParsedBody } from '../domain/source-types.js';
 import { providerFor } from '../sources/providers/index.js';
 import { SignatureRefused, type SourceVerifier } from '../sources/verifier.js';
 import { AppError } from '../errors.js';
@@ -26,6 +26,7 @@ import {
   type IntegrationRoute,
   type PayloadFormat,
   type PendingLogEntry,
+  type PendingWebhook,
   type RouteSource,
   type RequestLogEntry,
   type Store,
@@ -39,8 +40,8 @@ import type { LastUsedTracker } from './last-used.js';
 import type { RateLimiter } from './rate-limit.js';
 import { readBody } from './read-body.js';
 import { parseOptionalTime } from '../domain/time.js';
-import { PAGE_BUDGET_TEXT } from '../api/read-limits.js';
-import type { Metrics } from '../ops/metrics.js';
+import { PAGE_BUDGET_TEXT } from './read-limits.js';
+import type { Metrics } from '../telemetry/metrics.js';
 
 export interface IntakeDeps {
   store: Store;
@@ -226,6 +227,7 @@ function authenticateFor(deps: IntakeDeps, scope: Scope, requireEnabled: boolean
       bySignature: result.bySignature,
       errorDetail: null,
     };
+    if (result.integration !== undefined) request.trace?.integration(result.integration.companyId, result.integration.id);
     if (result.error) throw result.error;
     // A webhook's POST, before its body is read and before a signature can admit it: a
     // delivery of intake's own verifies as a standard_webhooks source with its secret.
@@ -343,7 +345,7 @@ async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyR
     }
   }
 
-  const outcome = await deps.writer.submit({
+  const pending: PendingWebhook = {
     uuid: newWebhookUuid(),
     companyId: integration.companyId,
     integrationId: integration.id,
@@ -353,7 +355,7 @@ async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyR
     // group commit writes webhooks in the order they join it, so (received_at, uuid v7) then
     // grows as the rows are written and the time indexes fill their pages. Stamped at the
     // request's start, a webhook whose body came slowly went in behind later ones and split
-    // full pages, which left each of those indexes half empty (docs/performance.md).
+    // full pages, which left each of those indexes half empty (docs/performance-history.md).
     receivedAt: Date.now(),
     rawBody: webhook.raw,
     bodySha256: webhook.idempotencyKey === null ? null : hash('sha256', webhook.raw, 'hex'),
@@ -363,9 +365,11 @@ async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyR
     signatureClaim: webhook.signatureClaim,
     payloadFormat: webhook.format,
     log: pendingLogEntry(request),
-  });
+  };
+  const outcome = await deps.writer.submit(pending, request.trace);
   ctx.logged = true;
   if (outcome.kind === 'conflict') throw new AppError('idempotency_conflict');
+  request.trace?.stored(outcome.uuid);
   if (outcome.kind === 'replayed') reply.header('idempotent-replayed', 'true');
   return reply
     .code(STATUS_OF_OUTCOME[outcome.kind])
@@ -382,6 +386,7 @@ async function readWithinLimit(request: FastifyRequest, reply: FastifyReply): Pr
     },
   );
   ctx.sizeBytes = raw.length;
+  request.trace?.bodyBytes(raw.length);
   return raw;
 }
 
@@ -470,6 +475,7 @@ function pendingLogEntry(request: FastifyRequest): PendingLogEntry {
     ip: request.ip,
     userAgent: userAgent === undefined ? null : userAgent.slice(0, MAX_USER_AGENT_LENGTH),
     sizeBytes: ctx.sizeBytes ?? (Number(request.headers['content-length']) || 0),
+    traceId: request.trace?.sampledTraceId ?? null,
     startedAt: performance.timeOrigin + ctx.startedAt,
   };
 }

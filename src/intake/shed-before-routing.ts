@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { writeErrorAnswer, type EarlyAnswer } from '../http-hardening.js';
-import type { Metrics } from '../ops/metrics.js';
+import type { Metrics } from '../telemetry/metrics.js';
 import { OVERLOADED, type AdmissionGate } from './admission.js';
 
 /** A POST to a webhook address, as the router matches it (a trailing slash and a query allowed); the prefix captured. */
@@ -11,7 +11,7 @@ const WEBHOOK_POST_PATH = /^(\/api\/webhooks?)\/[^/?#]+\/?(?:\?|$)/;
  * The gate on intake's hot path, in the HTTP server before Fastify: a POST to a webhook
  * address that the gate refuses costs the parse and one write here, instead of a request and
  * a reply, routing, hooks, the error handler and the onSend hooks (what made turns long
- * under 2x overload: docs/performance.md). Counted in /metrics as the same refusal in the
+ * under 2x overload: docs/performance-history.md). Counted in /metrics as the same refusal in the
  * router would be. Every other request goes on to Fastify, where the intake routes' own
  * onRequest hook asks the gate again (requests injected in tests, and the reads).
  */

@@ -9,7 +9,7 @@ import {
   type Scope,
 } from '../domain/api-key.js';
 import { isId, newId, newIntegrationKey, newSequencedId } from '../domain/ids.js';
-import { MIN_PASSWORD_LENGTH, hashPassword } from '../domain/password.js';
+import { DEFAULT_PASSWORD_HASH_COST, MIN_PASSWORD_LENGTH, hashPassword } from '../domain/password.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { AppError } from '../errors.js';
 import { prepareSecret, validSource, type SourceInput } from '../sources/settings.js';
@@ -36,6 +36,8 @@ export interface ManagementOptions {
   defaultBodyLimit: number;
   /** Seals sources' signing secrets; without it, only `api_key` sources can be set. */
   secrets?: SecretBox;
+  /** scrypt's log2 N for the passwords addUser sets (config.passwordHashCost); absent, the default. */
+  passwordHashCost?: number;
 }
 
 export interface NewIntegrationInput {
@@ -97,13 +99,14 @@ export class Management {
 
   /**
    * First-run setup from the one-time link: the company and its first owner (`ownerId`,
-   * who is also this instance's actor). AppError setup_link_invalid when the token is
-   * wrong, used or expired; nothing is stored then.
+   * who is also this instance's actor), whose password `hash` hashes (the API's, within the
+   * sign-in guard's bounds). AppError setup_link_invalid when the token is wrong, used or
+   * expired; nothing is stored then.
    */
   async completeSetup(
     tokenHash: string,
     input: { companyName: string; email: string; password: string; ownerId: string },
-    hash: (password: string) => Promise<string> = hashPassword,
+    hash: (password: string) => Promise<string>,
   ) {
     const now = this.now();
     // Checked before the password is hashed, so a stream of guesses costs no CPU; the
@@ -120,7 +123,12 @@ export class Management {
   }
 
   /** A new account's row: the email checked and lower-cased, the password long enough and hashed. */
-  private async newUser(id: string, email: string, password: string, hash = hashPassword): Promise<NewUser> {
+  private async newUser(
+    id: string,
+    email: string,
+    password: string,
+    hash = (chosen: string) => hashPassword(chosen, this.options.passwordHashCost ?? DEFAULT_PASSWORD_HASH_COST),
+  ): Promise<NewUser> {
     const normalized = email.trim().toLowerCase();
     if (!EMAIL_PATTERN.test(normalized)) throw new AppError('invalid_request', `"${email}" is not an email address.`, { field: 'email' });
     if (password.length < MIN_PASSWORD_LENGTH) {

@@ -43,7 +43,7 @@ export interface RedeliveryOptions {
   /**
    * Runs an operation's read of what it will change (up to 50,000 rows of one destination
    * or of the company's webhooks) within the bounds every heavy read has: the API gives its
-   * per-company and per-node caps (src/api/read-limits.ts). Unbounded by default (the CLI).
+   * per-company and per-node caps (src/intake/read-limits.ts). Unbounded by default (the CLI).
    */
   boundedRead?: <T>(companyId: string, read: () => Promise<T>) => Promise<T>;
 }

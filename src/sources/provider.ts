@@ -1,52 +1,13 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { ParsedBody, ProviderType, SourceConfig } from '../domain/source-types.js';
 
 /**
  * Sources: the ways a request to an integration's address may prove who sent it, besides
  * the integration's API key. Each provider type verifies a request exactly as its provider
  * documents, over the raw bytes received; this file is the shape every provider module in
- * ./providers/ fills, and the intake route (src/intake/routes.ts) the only caller.
+ * ./providers/ fills, and the intake route (src/intake/routes.ts) the only caller. The data
+ * a source is made of (its type, its settings) is src/domain/source-types.ts.
  */
-
-export const SOURCE_TYPES = [
-  'api_key',
-  'github',
-  'gitlab',
-  'stripe',
-  'shopify',
-  'slack',
-  'standard_webhooks',
-  'twilio',
-  'hmac',
-  'basic',
-  'query_token',
-] as const;
-export type SourceType = (typeof SOURCE_TYPES)[number];
-export type ProviderType = Exclude<SourceType, 'api_key'>;
-
-/** The generic `hmac` type's settings (the only type with more than a secret to set). */
-export interface HmacConfig {
-  /** The header carrying the signature, e.g. `X-Signature`. */
-  header: string;
-  algorithm: 'sha1' | 'sha256' | 'sha512';
-  encoding: 'hex' | 'base64';
-  /** Text before the signature in the header, e.g. `sha256=`; '' for none. */
-  prefix: string;
-  /** A header carrying a Unix timestamp (seconds) that is part of what is signed; null for none. */
-  timestampHeader: string | null;
-  /** How old (or how far ahead) the timestamp may be, in seconds. */
-  toleranceSeconds: number;
-  /** What is signed: `{body}`, or with a timestamp header for example `{timestamp}.{body}`. */
-  signedPayload: string;
-}
-
-/** `basic`'s user name and `query_token`'s parameter name; every other type has no settings. */
-export interface SourceConfig {
-  hmac?: HmacConfig;
-  /** `basic`: the user name the sender must give (the password is the secret). */
-  username?: string;
-  /** `query_token`: the query parameter carrying the token. */
-  parameter?: string;
-}
 
 /** One signing secret of a source, opened (plain text); live secrets only reach a provider. */
 export interface SourceSecret {
@@ -70,12 +31,6 @@ export interface SignedRequest {
   /** Milliseconds since the epoch. */
   now: number;
 }
-
-/** The request's body once verified, parsed as its Content-Type says. */
-export type ParsedBody =
-  | { kind: 'json'; value: unknown }
-  /** A form (`application/x-www-form-urlencoded`): its fields in order, as sent. */
-  | { kind: 'form'; fields: Array<[string, string]> };
 
 /** Why a request is refused, in the words a person setting up the provider needs. */
 export interface Refusal {

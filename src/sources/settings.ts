@@ -2,7 +2,7 @@ import { newId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { AppError } from '../errors.js';
 import type { IntegrationSource, NewSourceSecret } from '../store/store.js';
-import { SOURCE_TYPES, type HmacConfig, type ProviderType, type SourceConfig, type SourceType } from './provider.js';
+import { SOURCE_TYPES, type HmacConfig, type ProviderType, type SourceConfig, type SourceType } from '../domain/source-types.js';
 import { checkHmacConfig, DEFAULT_HMAC_CONFIG } from './providers/hmac.js';
 import { providerFor } from './providers/index.js';
 

@@ -3,7 +3,8 @@ import type { FastifyRequest } from 'fastify';
 import type { SecretBox } from '../domain/secret-box.js';
 import { AppError } from '../errors.js';
 import type { RouteSource } from '../store/store.js';
-import type { ParsedBody, ProviderType, Refusal, SignedContent, SignedRequest, SourceSecret } from './provider.js';
+import type { ParsedBody, ProviderType, SourceRefusalReason } from '../domain/source-types.js';
+import type { Refusal, SignedContent, SignedRequest, SourceSecret } from './provider.js';
 import { providerFor } from './providers/index.js';
 
 /** A request refused for its signature: the contract's 401, and the reason in words for the request log. */
@@ -123,13 +124,6 @@ function signatureClaim(secret: string, signed: SignedContent): string {
   for (const part of signed) mac.update(part);
   return mac.digest('base64url');
 }
-
-/**
- * Why a source refused a request, in one word: the refusal's code (a bad or an expired
- * signature), no live secret to check with (the source needs one), or secrets this node
- * cannot open (INTAKE_SECRETS_KEY lacks their key; answered 503).
- */
-export type SourceRefusalReason = Refusal['code'] | 'no_live_secret' | 'secrets_unavailable';
 
 /** The cache keeps a route a while: a secret whose overlap ended since is left out here. */
 function liveSecrets(source: RouteSource, now: number) {

@@ -34,11 +34,11 @@ export interface GroupRowWriter {
 export const GROUP_ROW_COLUMNS = {
   webhooks: [
     'uuid', 'company_id', 'integration_id', 'event', 'received_at', 'raw_body', 'headers', 'source_ip', 'key_id', 'idempotency_key',
-    'payload_format', 'request_id', 'user_agent', 'duration_ms',
+    'payload_format', 'request_id', 'user_agent', 'duration_ms', 'trace_id',
   ],
   request_log: [
     'id', 'company_id', 'integration_id', 'received_at', 'method', 'status', 'error_code', 'key_id', 'ip', 'user_agent', 'size_bytes',
-    'duration_ms', 'webhook_uuid', 'error_detail',
+    'duration_ms', 'webhook_uuid', 'error_detail', 'trace_id',
   ],
   deliveries: [
     'id', 'company_id', 'destination_id', 'webhook_uuid', 'webhook_received_at', 'integration_id', 'event', 'state', 'next_attempt_at',

@@ -119,6 +119,8 @@ export interface WebhooksTable {
   request_id: string | null;
   user_agent: string | null;
   duration_ms: number | null;
+  /** Its request's OpenTelemetry trace id, when traced and sampled (migration 0014). */
+  trace_id: string | null;
 }
 
 export interface IdempotencyKeysTable {
@@ -146,6 +148,8 @@ export interface RequestLogTable {
   webhook_uuid: string | null;
   /** What was wrong, in words, where the error code alone does not say (a signature's refusal). */
   error_detail: string | null;
+  /** The request's OpenTelemetry trace id, when traced and sampled (migration 0014). */
+  trace_id: string | null;
 }
 
 /** One row per change that can make a cached key answer stale; nodes poll its max id. */

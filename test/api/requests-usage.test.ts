@@ -93,7 +93,7 @@ describe('GET /api/v1/requests', () => {
     const times = all.map((r) => r.received_at);
     expect([...times].sort().reverse()).toEqual(times);
     expect(Object.keys(all[0]!).sort()).toEqual(
-      ['duration_ms', 'error_code', 'id', 'integration_id', 'ip', 'key_id', 'method', 'reason', 'received_at', 'size_bytes', 'status', 'user_agent', 'webhook_uuid'],
+      ['duration_ms', 'error_code', 'id', 'integration_id', 'ip', 'key_id', 'method', 'reason', 'received_at', 'size_bytes', 'status', 'trace_id', 'user_agent', 'webhook_uuid'],
     );
     for (const row of all) {
       expect(row.reason).toBe(row.error_code === null ? null : ERRORS[row.error_code as ErrorCode].message);

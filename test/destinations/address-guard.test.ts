@@ -1,6 +1,7 @@
 import type { LookupAddress, LookupOptions } from 'node:dns';
 import { describe, expect, test } from 'vitest';
-import { AddressGuard, BLOCKED_ADDRESS, parseCidrList, type Resolve } from '../../src/destinations/address-guard.js';
+import { parseCidrList } from '../../src/domain/cidr.js';
+import { AddressGuard, BLOCKED_ADDRESS, type Resolve } from '../../src/destinations/address-guard.js';
 import { AppError } from '../../src/errors.js';
 
 /**

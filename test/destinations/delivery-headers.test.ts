@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { afterEach, describe, expect, test } from 'vitest';
-import { AddressGuard, parseCidrList } from '../../src/destinations/address-guard.js';
+import { parseCidrList } from '../../src/domain/cidr.js';
+import { AddressGuard } from '../../src/destinations/address-guard.js';
 import { DeliveryDispatcher } from '../../src/destinations/dispatcher.js';
 import { DestinationSender } from '../../src/destinations/sender.js';
 import { DeliveryMarks, ORIGIN_KEY_PURPOSE } from '../../src/domain/delivery-loop.js';

@@ -1,5 +1,6 @@
 import { afterAll, afterEach, describe, expect, test, vi } from 'vitest';
-import { AddressGuard, parseCidrList } from '../../src/destinations/address-guard.js';
+import { parseCidrList } from '../../src/domain/cidr.js';
+import { AddressGuard } from '../../src/destinations/address-guard.js';
 import { DestinationSender, type AttemptOutcome } from '../../src/destinations/sender.js';
 import { newSigningSecret, signatureHeaders } from '../../src/destinations/signing.js';
 import { standardWebhooks } from '../../src/sources/providers/standard-webhooks.js';

@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, test } from 'vitest';
-import type { HmacConfig, SignedRequest } from '../../src/sources/provider.js';
+import type { HmacConfig } from '../../src/domain/source-types.js';
+import type { SignedRequest } from '../../src/sources/provider.js';
 import { checkHmacConfig, DEFAULT_HMAC_CONFIG, hmac } from '../../src/sources/providers/hmac.js';
 import { expectAccepted, expectRefused, flipped, MISMATCH, parsedBody, sampleRequest, secrets, signedRequest, verdictOf, verifyOnly, withHeaders } from './requests.js';
 

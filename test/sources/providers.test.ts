@@ -5,7 +5,8 @@ import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import twilioSdk from 'twilio';
 import { describe, expect, test } from 'vitest';
-import { SOURCE_TYPES, type ProviderType, type SignedRequest } from '../../src/sources/provider.js';
+import { SOURCE_TYPES, type ProviderType } from '../../src/domain/source-types.js';
+import type { SignedRequest } from '../../src/sources/provider.js';
 import { PROVIDERS, providerFor } from '../../src/sources/providers/index.js';
 import { ADDRESS, expectAccepted, expectRefused, MISMATCH, parsedBody, sampleRequest, secrets, signedRequest, verdictOf } from './requests.js';
 

@@ -1,5 +1,6 @@
 import { expect } from 'vitest';
-import type { ParsedBody, Provider, Refusal, SampleRequest, SignedRequest, SourceConfig, SourceSecret, Verdict } from '../../src/sources/provider.js';
+import type { ParsedBody, SourceConfig } from '../../src/domain/source-types.js';
+import type { Provider, Refusal, SampleRequest, SignedRequest, SourceSecret, Verdict } from '../../src/sources/provider.js';
 
 /** Requests as intake hands them to a provider module, and the checks every provider test makes. */
 

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
@@ -16,6 +16,8 @@ declare module 'vitest' {
     dialect: Dialect;
     /** The PostgreSQL project's database for this run. */
     postgresUrl: string;
+    /** A migrated SQLite file that migrated SQLite databases start as (sqlite-template-global-setup.ts). */
+    sqliteTemplate: string;
   }
 }
 
@@ -38,20 +40,23 @@ export interface TestDatabase {
 }
 
 /**
- * A new database; migrated unless `migrate` is false. On PostgreSQL a schema in the run's
- * database, or with `ownDatabase` a database of its own on the server: for tests of the
- * feed, which on PostgreSQL shows only what committed before the oldest transaction still
- * running in its database (other test files' transactions included).
+ * A new database; migrated unless `migrate` is false (on SQLite a copy of the run's migrated
+ * template, on which migrate() then finds nothing to apply). On PostgreSQL a schema in the
+ * run's database, or with `ownDatabase` a database of its own on the server: for tests of
+ * the feed, which on PostgreSQL shows only what committed before the oldest transaction
+ * still running in its database (other test files' transactions included).
  */
 export async function freshDatabase(options: { migrate?: boolean; dialect?: Dialect; ownDatabase?: boolean } = {}): Promise<TestDatabase> {
   const dialect = options.dialect ?? testDialect();
-  const database = dialect === 'postgres' ? await postgresSchema(options.ownDatabase ?? false) : sqliteFile();
-  if (options.migrate ?? true) await database.store.migrate();
+  const migrate = options.migrate ?? true;
+  const database = dialect === 'postgres' ? await postgresSchema(options.ownDatabase ?? false) : sqliteFile(migrate);
+  if (migrate) await database.store.migrate();
   return database;
 }
 
-function sqliteFile(): TestDatabase {
+function sqliteFile(fromTemplate: boolean): TestDatabase {
   const dir = mkdtempSync(join(tmpdir(), 'intake-test-'));
+  if (fromTemplate) copyFileSync(inject('sqliteTemplate'), join(dir, 'intake.db'));
   const databaseUrl = `sqlite:${join(dir, 'intake.db')}`;
   const others: Store[] = [];
   const store = openStore(databaseUrl, { poolSize: 1 });

@@ -146,7 +146,7 @@ export async function isolationWorld(t: TestApp): Promise<IsolationWorld> {
     manageKey: await managementKeyOf(aId, ['integrations:manage']),
     spareManagementKey: await managementKeyOf(aId, ['logs:read']),
     webhookUuid: sent.json<{ uuid: string }>().uuid,
-    invitationId: (await new Invitations(t.store, { baseUrl: t.config.baseUrl, mailer: NO_MAIL, guard: new SignInGuard() }, owner(aId)).invite(aId, {
+    invitationId: (await new Invitations(t.store, { baseUrl: t.config.baseUrl, mailer: NO_MAIL, guard: new SignInGuard(t.config.passwordHashCost) }, owner(aId)).invite(aId, {
       email: `alpha-invitee-${token()}@example.com`,
       role: 'admin',
     })).invitation.id,

@@ -97,15 +97,25 @@ export function freePort(): Promise<number> {
 export const TEST_SECRETS_KEY = 'dGVzdC1zZWNyZXRzLWtleS0zMi1ieXRlcy1sb25nISE';
 
 /**
+ * scrypt's cost in every test process: the lowest (2^10, 2 ms a hash) instead of the
+ * production 2^17 (0.4 s and 128 MiB a hash): the suite's sign-ins, sign-ups and password
+ * changes spent minutes there. The hash carries its parameters, so nothing else changes.
+ * The tests about the production cost set it back (test/password-cost.test.ts,
+ * sign-in-flood.test.ts, log-secrets.test.ts).
+ */
+export const TEST_PASSWORD_HASH_COST = '10';
+
+/**
  * The inherited environment without anything that configures the service, so the outer
  * shell cannot change what a test runs; callers add exactly what they mean (the test
- * secrets key aside).
+ * secrets key and password-hash cost aside).
  */
 export function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = { INTAKE_SECRETS_KEY: TEST_SECRETS_KEY };
+  const env: Record<string, string> = { INTAKE_SECRETS_KEY: TEST_SECRETS_KEY, INTAKE_PASSWORD_HASH_COST: TEST_PASSWORD_HASH_COST };
   for (const [name, value] of Object.entries(process.env)) {
     if (value === undefined) continue;
-    if (name.startsWith('INTAKE_') || name === 'PORT' || name === 'HOST' || name === 'LOG_LEVEL') continue;
+    // OTEL_*: a collector of the outer shell's must not get the tests' spans (test/tracing.test.ts sets its own).
+    if (name.startsWith('INTAKE_') || name.startsWith('OTEL_') || name === 'PORT' || name === 'HOST' || name === 'LOG_LEVEL') continue;
     env[name] = value;
   }
   return env;
@@ -361,6 +371,8 @@ export async function startServer(options: StartOptions = {}): Promise<ServerPro
       INTAKE_DATABASE_URL: env.INTAKE_DATABASE_URL!,
       INTAKE_BASE_URL: env.INTAKE_BASE_URL!,
       ...(options.env?.INTAKE_ENV ? { INTAKE_ENV: options.env.INTAKE_ENV } : {}),
+      // The CLI hashes the passwords it sets as the server would.
+      ...(options.env?.INTAKE_PASSWORD_HASH_COST !== undefined ? { INTAKE_PASSWORD_HASH_COST: options.env.INTAKE_PASSWORD_HASH_COST } : {}),
     });
     try {
       await server.waitUntilHealthy(options.readyTimeoutMs);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Provider, SourceConfig } from '../provider.js';
+import type { SourceConfig } from '../../domain/source-types.js';
+import type { Provider } from '../provider.js';
 import {
   checkOwnSecret,
   genericEvent,

@@ -1,6 +1,7 @@
 import { createHmac, randomInt, randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ParsedBody, Provider } from '../provider.js';
+import type { ParsedBody } from '../../domain/source-types.js';
+import type { Provider } from '../provider.js';
 import {
   checkOwnSecret,
   decodeDigest,

@@ -1,6 +1,7 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { HmacConfig, Provider, SourceConfig } from '../provider.js';
+import type { HmacConfig, SourceConfig } from '../../domain/source-types.js';
+import type { Provider } from '../provider.js';
 import {
   checkOwnSecret,
   decodeDigest,

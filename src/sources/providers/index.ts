@@ -1,4 +1,5 @@
-import type { Provider, ProviderType } from '../provider.js';
+import type { ProviderType } from '../../domain/source-types.js';
+import type { Provider } from '../provider.js';
 import { basic } from './basic.js';
 import { github } from './github.js';
 import { gitlab } from './gitlab.js';

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Provider, SignedRequest, SourceConfig } from '../provider.js';
+import type { SourceConfig } from '../../domain/source-types.js';
+import type { Provider, SignedRequest } from '../provider.js';
 import {
   checkOwnSecret,
   firstMatch,

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ParsedBody, Refusal, SignedContent, SourceSecret, Verdict } from '../provider.js';
+import type { ParsedBody } from '../../domain/source-types.js';
+import type { Refusal, SignedContent, SourceSecret, Verdict } from '../provider.js';
 
 /**
  * What the provider modules share: reading headers, comparing in constant time, the replay

@@ -1,7 +1,8 @@
 import { createHmac } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { randomBase62 } from '../../domain/ids.js';
-import type { Described, ParsedBody, Provider } from '../provider.js';
+import type { ParsedBody } from '../../domain/source-types.js';
+import type { Described, Provider } from '../provider.js';
 import {
   decodeDigest,
   field,

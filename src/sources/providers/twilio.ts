@@ -1,7 +1,8 @@
 import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { isFormContentType } from '../../domain/webhook-body.js';
-import type { ParsedBody, Provider, SignedRequest } from '../provider.js';
+import type { ParsedBody } from '../../domain/source-types.js';
+import type { Provider, SignedRequest } from '../provider.js';
 import {
   decodeDigest,
   firstMatch,

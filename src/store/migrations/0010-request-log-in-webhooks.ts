@@ -9,7 +9,7 @@ import type { Kysely } from 'kysely';
  * Why: every accepted webhook wrote a second row, to a table of its own with its key and two
  * indexes: four more B-trees in every group commit, on the thread that limits intake. Left
  * out, intake on SQLite took 11 % less CPU a webhook (246 -> 218 µs) and did 7 % more a
- * second (medians of 5 alternating pairs, docs/performance.md).
+ * second (medians of 5 alternating pairs, docs/performance-history.md).
  *
  * Webhooks stored before this migration have their record in `request_log` and no
  * `request_id`: readers take a webhook's record only where `request_id` is set, so nothing is

@@ -11,7 +11,7 @@ import type { Kysely } from 'kysely';
  * packs a page full when it splits it: PostgreSQL splits it half and half (200,000
  * time-ordered rows: 35 MB descending, 20 MB ascending), and SQLite's pages stayed half
  * empty too. In the service each of these indexes took 160-171 bytes a webhook with 51 % of
- * its pages unused, and 90-96 bytes with 13 % after this change (docs/performance.md,
+ * its pages unused, and 90-96 bytes with 13 % after this change (docs/performance-history.md,
  * issue 16).
  *
  * Each index keeps its name and columns, so a node of the older version reads it as

@@ -13,6 +13,7 @@ import * as requestLogInWebhooks from './0010-request-log-in-webhooks.js';
 import * as timeIndexesAscending from './0011-time-indexes-ascending.js';
 import * as redeliveries from './0012-redeliveries.js';
 import * as destinationRateSpacing from './0013-destination-rate-spacing.js';
+import * as traceIds from './0014-trace-ids.js';
 
 export { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../dialect-types.js';
 
@@ -36,6 +37,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0011-time-indexes-ascending': timeIndexesAscending,
   '0012-redeliveries': redeliveries,
   '0013-destination-rate-spacing': destinationRateSpacing,
+  '0014-trace-ids': traceIds,
 };
 
 /** Every migration's name, in order: what a new database gets. */

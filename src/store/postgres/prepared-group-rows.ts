@@ -12,7 +12,7 @@ import type { Database } from '../schema.js';
  * the server parse and plan again each time. The bench's PostgreSQL floor, run with and
  * without naming its statements (3 alternating pairs, 7 KB bodies, 64 connections), spent
  * 79–83 against 111–121 µs of the server's CPU a webhook and 81–90 against 96–100 µs of its
- * own (docs/performance.md).
+ * own (docs/performance-history.md).
  *
  * A prepared statement holds server memory on every connection that used it (64 INSERTs of
  * 1 to 64 rows: 6.5 MB a connection), so a group goes in chunks of at most CHUNK rows,

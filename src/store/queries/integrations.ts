@@ -1,7 +1,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { PageCursor } from '../../domain/cursor.js';
 import type { Database, IntegrationsTable } from '../schema.js';
-import type { SourceConfig, SourceType } from '../../sources/provider.js';
+import type { SourceConfig, SourceType } from '../../domain/source-types.js';
 import type { Integration, IntegrationChanges } from '../store.js';
 
 export function integrationOfRow(row: Selectable<IntegrationsTable>): Integration {

@@ -42,6 +42,7 @@ function acceptedRecords(db: Kysely<Database>, companyId: string, use: HalvesFor
       'duration_ms',
       'uuid as webhook_uuid',
       sql<string | null>`null`.as('error_detail'),
+      'trace_id',
     ])
     .where('company_id', '=', companyId)
     .$castTo<LogRow>();
@@ -180,5 +181,6 @@ export function requestLogOfRow(r: Selectable<RequestLogTable>): RequestLogEntry
     durationMs: r.duration_ms,
     webhookUuid: r.webhook_uuid,
     errorDetail: r.error_detail,
+    traceId: r.trace_id,
   };
 }

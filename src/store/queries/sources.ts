@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { ProviderType, SourceConfig } from '../../sources/provider.js';
+import type { ProviderType, SourceConfig } from '../../domain/source-types.js';
 import type { Database } from '../schema.js';
 import type { NewSourceSecret, RouteSource, SealedValue, SourceSecretChange, SourceSecretInfo } from '../store.js';
 

@@ -10,7 +10,7 @@ import { GROUP_ROW_COLUMNS, valuesIn, type GroupRowTable, type GroupRowWriter } 
  * Why not Kysely's multi-row INSERT: SQLite has no round trips to save, and a multi-row
  * statement is new SQL for every group size, which better-sqlite3 parses and plans again at
  * each commit (and Kysely builds first). On the commit thread, the server's limit, that was
- * about half of a webhook's commit (`npm run bench:commit-parts`, docs/performance.md).
+ * about half of a webhook's commit (`npm run bench:commit-parts`, docs/performance-history.md).
  */
 export function preparedGroupRows(database: SQLite.Database): GroupRowWriter {
   const insert = (table: GroupRowTable, columns: readonly string[]) => {

@@ -18,7 +18,7 @@ import {
  * Kysely's statements), which the default lets grow to that size before a collection
  * must run. With 4 MB the service's peak RSS under a 64-connection load
  * of 7 KB webhooks fell from 248 to 230 MB (medians of 6), at the same rate
- * (docs/performance.md). The read thread keeps the default: its pages of bodies are what
+ * (docs/performance-history.md). The read thread keeps the default: its pages of bodies are what
  * young space is for, and idle it holds little.
  */
 export const COMMIT_THREAD_YOUNG_GENERATION_MB = 4;
@@ -32,7 +32,7 @@ const RESOURCE_LIMITS: Record<ThreadRole, ResourceLimits> = {
  * How long a thread stays without a call before it stops (undefined: never). The read
  * thread serves the API's heavy reads, which may not come for hours: its isolate, idle, is
  * 20 MB of the service's RSS (peak under a 64-connection load of 7 KB webhooks 193-198 MB
- * without it, 214-220 with it, 5 pairs; docs/performance.md). Its next read starts it again,
+ * without it, 214-220 with it, 5 pairs; docs/performance-history.md). Its next read starts it again,
  * in about 100-200 ms. The commit thread is in use whenever intake is.
  */
 export const IDLE_STOP_MS: Record<ThreadRole, number | undefined> = {

@@ -37,6 +37,8 @@ export interface RequestRecord {
   size_bytes: number;
   duration_ms: number;
   webhook_uuid: string | null;
+  /** The request's OpenTelemetry trace (32 hex digits) when tracing is on and sampled it. */
+  trace_id: string | null;
 }
 
 export type Bucket = 'minute' | 'hour' | 'day';

@@ -286,6 +286,15 @@ function RequestDialog({
           <code>{record.id}</code>
           <CopyButton text={record.id} label="Copy id" />
         </dd>
+        <dt>Trace id</dt>
+        {record.trace_id ? (
+          <dd className="viewer-copy">
+            <code>{record.trace_id}</code>
+            <CopyButton text={record.trace_id} label="Copy trace id" />
+          </dd>
+        ) : (
+          <dd className="muted">Not traced</dd>
+        )}
         <dt>Webhook</dt>
         <dd>
           {record.webhook_uuid ? (
