@@ -120,7 +120,7 @@ export default defineConfig({
     // Four files at once on two cores: most of a file's time is spent waiting (for a child
     // server, a browser, a long poll, a timer), and the cores stay idle at two (1.3 busy on
     // average).
-    maxWorkers: 4,
+    maxWorkers: 3,
     projects: postgres.ok ? [sqliteProject, postgresProject] : [sqliteProject],
   },
 });
