@@ -64,9 +64,10 @@ function configurationReference(): string {
 
 function valuesOf(schema: VariableSchema): string {
   if (schema.enum) return schema.enum.map((value) => `\`${value}\``).join(', ');
-  if (schema.type === 'integer') {
-    if (schema.maximum !== undefined) return `whole number, ${schema.minimum ?? 0}–${schema.maximum}`;
-    return `whole number, at least ${schema.minimum ?? 0}`;
+  if (schema.type === 'integer' || schema.type === 'number') {
+    const kind = schema.type === 'integer' ? 'whole number' : 'number';
+    if (schema.maximum !== undefined) return `${kind}, ${schema.minimum ?? 0}–${schema.maximum}`;
+    return `${kind}, at least ${schema.minimum ?? 0}`;
   }
   if (schema.maxLength !== undefined) return `text, ${schema.minLength ?? 0}–${schema.maxLength} characters`;
   return 'text';
