@@ -1,30 +1,39 @@
 import Database from 'better-sqlite3';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, expect, test } from 'vitest';
+import { afterAll, beforeAll, expect, test } from 'vitest';
 import { newSecretsKey, parseSecretsKeys, SecretBox } from '../src/domain/secret-box.js';
 import { openStore } from '../src/store/open-store.js';
+import { freshDatabase, type TestDatabase } from './support/databases.js';
+import { operator } from './support/operator.js';
 import { runCli, runCliJson, TEST_SECRETS_KEY } from './support/processes.js';
 
 /**
  * Destinations from the command line, on a SQLite file: create (the signing secret printed
  * once, headers sealed), list, pause, resume, replay and delete, each audited as the
- * operating-system user; refusals are one line on stderr with a non-zero exit.
+ * operating-system user. The refusals: test/cli-destinations-refusals.test.ts, a file of its
+ * own so the suite's two workers run the two at once. The company and its integration are
+ * made in process (support/operator.ts): `company create` and `integration create` have
+ * their CLI tests in test/e2e.test.ts.
  */
 
-const dir = mkdtempSync(join(tmpdir(), 'intake-cli-destinations-'));
-const databaseUrl = `sqlite:${join(dir, 'intake.db')}`;
-const env = { INTAKE_DATABASE_URL: databaseUrl, INTAKE_SECRETS_KEY: TEST_SECRETS_KEY };
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let database: TestDatabase;
+let env: Record<string, string>;
+let databaseFile: string;
+let company: string;
+let integration: string;
+beforeAll(async () => {
+  database = await freshDatabase({ dialect: 'sqlite' });
+  env = { INTAKE_DATABASE_URL: database.databaseUrl, INTAKE_SECRETS_KEY: TEST_SECRETS_KEY };
+  databaseFile = database.databaseUrl.slice('sqlite:'.length);
+  const { management } = operator(database.store);
+  company = (await management.createCompany('CLI destinations')).id;
+  integration = (await management.createIntegration(company, { name: 'Shop' })).integration.id;
+});
+afterAll(() => database.cleanup());
 
-/** A dozen CLI runs one after another, each a Node start: 0.7 s on a quiet machine, seconds on a busy one. */
+/** A dozen CLI runs, each a Node start: 0.7 s on a quiet machine, seconds on a busy one. */
 const CLI_RUNS_TIMEOUT_MS = 90_000;
 
 test('create, list, pause, resume, replay, delete', async () => {
-  const company = String((await runCliJson(['company', 'create', '--name', 'CLI destinations'], env)).json.id);
-  const integration = String((await runCliJson(['integration', 'create', '--company', company, '--name', 'Shop'], env)).json.id);
-
   const created = await runCli(
     [
       'destination', 'create', '--company', company, '--name', 'Orders', '--url', 'https://orders.example.invalid/hooks',
@@ -52,10 +61,11 @@ test('create, list, pause, resume, replay, delete', async () => {
   });
   const id = String(destination.id);
 
-  const list = (await runCliJson(['destination', 'list', '--company', company], env)).json as { data: Array<Record<string, unknown>> };
+  // Runs that change nothing go side by side: each is a Node start.
+  const [listed, text] = await Promise.all([runCliJson(['destination', 'list', '--company', company], env), runCli(['destination', 'list', '--company', company], env)]);
+  const list = listed.json as { data: Array<Record<string, unknown>> };
   expect(list.data.map((d) => d.id)).toEqual([id]);
   expect(JSON.stringify(list)).not.toContain(String(destination.signing_secret));
-  const text = await runCli(['destination', 'list', '--company', company], env);
   expect(text.stdout).toMatch(new RegExp(`^${id}\\s+active\\s+Orders\\s+https://orders\\.example\\.invalid/hooks$`, 'm'));
 
   const paused = (await runCliJson(['destination', 'pause', '--destination', id], env)).json;
@@ -66,7 +76,7 @@ test('create, list, pause, resume, replay, delete', async () => {
   expect(replayed).toEqual({ replayed: 0, more: false });
 
   // What the store holds: the secret and the header sealed, openable with the key; the audit names the operator.
-  const store = openStore(databaseUrl, { poolSize: 1 });
+  const store = openStore(database.databaseUrl, { poolSize: 1 });
   try {
     const stored = await store.getDestination(company, id);
     expect(stored).toMatchObject({ headerNames: ['Authorization', 'X-Team'], status: 'active' });
@@ -79,7 +89,7 @@ test('create, list, pause, resume, replay, delete', async () => {
   } finally {
     await store.close();
   }
-  const file = new Database(join(dir, 'intake.db'), { readonly: true });
+  const file = new Database(databaseFile, { readonly: true });
   try {
     const row = file.prepare('select secret_sealed, headers_sealed from destinations where id = ?').get(id) as { secret_sealed: string; headers_sealed: string };
     const box = new SecretBox(parseSecretsKeys(TEST_SECRETS_KEY));
@@ -93,7 +103,7 @@ test('create, list, pause, resume, replay, delete', async () => {
   const newKey = newSecretsKey();
   const rotated = (await runCliJson(['secrets', 'rotate'], { ...env, INTAKE_SECRETS_KEY: `${newKey},${TEST_SECRETS_KEY}` })).json;
   expect(rotated).toMatchObject({ resealed: 2, unopenable: 0 });
-  const after = new Database(join(dir, 'intake.db'), { readonly: true });
+  const after = new Database(databaseFile, { readonly: true });
   try {
     const row = after.prepare('select secret_sealed, headers_sealed from destinations where id = ?').get(id) as { secret_sealed: string; headers_sealed: string };
     const onlyNew = new SecretBox(parseSecretsKeys(newKey));
@@ -104,35 +114,16 @@ test('create, list, pause, resume, replay, delete', async () => {
   }
 
   // Without --rate, the service's default; `none` is no limit.
-  const byDefault = (await runCliJson(['destination', 'create', '--company', company, '--name', 'Default rate', '--url', 'https://d.example.invalid/'], env)).json;
+  const [byDefault, unlimited] = (
+    await Promise.all([
+      runCliJson(['destination', 'create', '--company', company, '--name', 'Default rate', '--url', 'https://d.example.invalid/'], env),
+      runCliJson(['destination', 'create', '--company', company, '--name', 'No limit', '--url', 'https://n.example.invalid/', '--rate', 'none'], env),
+    ])
+  ).map((run) => run.json);
   expect(byDefault).toMatchObject({ rate_per_second: 100 });
-  const unlimited = (await runCliJson(['destination', 'create', '--company', company, '--name', 'No limit', '--url', 'https://n.example.invalid/', '--rate', 'none'], env)).json;
   expect(unlimited).toMatchObject({ rate_per_second: null });
-  for (const extra of [byDefault, unlimited]) await runCliJson(['destination', 'delete', '--destination', String(extra.id)], env);
+  const deletions = await Promise.all([byDefault, unlimited, destination].map((each) => runCliJson(['destination', 'delete', '--destination', String(each!.id)], env)));
+  expect(deletions.map((run) => run.json)).toEqual([byDefault, unlimited, destination].map((each) => ({ id: each!.id, deleted: true })));
 
-  const deleted = (await runCliJson(['destination', 'delete', '--destination', id], env)).json;
-  expect(deleted).toEqual({ id, deleted: true });
   expect((await runCliJson(['destination', 'list', '--company', company], env)).json).toEqual({ data: [] });
-}, CLI_RUNS_TIMEOUT_MS);
-
-test('refusals: one line on stderr naming what is wrong, exit 1, nothing stored', async () => {
-  const company = String((await runCliJson(['company', 'create', '--name', 'CLI refusals'], env)).json.id);
-  for (const [args, message] of [
-    [['--url', 'http://127.0.0.1:8080/'], /^intake: url: 127\.0\.0\.1 is a loopback address\.$/],
-    [['--url', 'https://ok.example.invalid/', '--header', 'Host: evil'], /^intake: headers: Host belongs to the connection/],
-    [['--url', 'https://ok.example.invalid/', '--rate', 'fast'], /^intake: "fast" is not a whole number\.$/],
-    [['--url', 'https://ok.example.invalid/', '--header', 'no colon'], /^intake: --header must be "Name: value"/],
-    [['--url', 'https://ok.example.invalid/', '--timeout-ms', '10'], /^intake: timeout_ms must be a whole number from 1000 to 60000/],
-    [['--url', 'https://ok.example.invalid/', '--integration', 'int_0000000000000000000000'], /^intake: integration_ids: no integration/],
-  ] as const) {
-    const run = await runCli(['destination', 'create', '--company', company, '--name', 'Refused', ...args, '--json'], env);
-    expect(run.code, run.stdout).toBe(1);
-    expect(run.stdout).toBe('');
-    expect(run.stderr.trim().split('\n')).toHaveLength(1);
-    expect(run.stderr.trim()).toMatch(message);
-  }
-  expect((await runCliJson(['destination', 'list', '--company', company], env)).json).toEqual({ data: [] });
-  const missing = await runCli(['destination', 'pause', '--destination', 'dst_0000000000000000000000'], env);
-  expect(missing.code).toBe(1);
-  expect(missing.stderr).toMatch(/^intake: No destination with id dst_0000000000000000000000\.\n$/);
 }, CLI_RUNS_TIMEOUT_MS);

@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, expect, test } from 'vitest';
-import { copyOfTemplate, crashCycle, makeSqliteTemplate, type TenantTemplate } from './support/crash.js';
+import { copyOfTemplate, crashCycle, type TenantTemplate } from './support/crash.js';
 import { cleanupAll, killAll } from './support/processes.js';
+import { sqliteTenantTemplate } from './support/tenant-template.js';
 
 /**
  * Durability under kill -9 on SQLite (contract, "Sending a webhook": "an acknowledged
@@ -15,7 +16,7 @@ const totals = { acknowledged: 0, lost: 0, corrupted: 0 };
 let template: TenantTemplate;
 
 beforeAll(async () => {
-  template = await makeSqliteTemplate();
+  template = await sqliteTenantTemplate();
 });
 afterEach(() => killAll());
 afterAll(async () => {

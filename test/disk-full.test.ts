@@ -3,9 +3,10 @@ import { closeSync, copyFileSync, mkdirSync, openSync, rmSync, writeSync } from 
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, expect, test } from 'vitest';
-import { faultCycle, makeSqliteTemplate, type FaultCycleResult, type TenantTemplate } from './support/crash.js';
+import { faultCycle, type FaultCycleResult, type TenantTemplate } from './support/crash.js';
 import { cleanupAll, killAll, makeTempDir, type ServerProcess } from './support/processes.js';
 import { expectNothingLost, expectReadinessFollowedTheFault } from './support/fault-expectations.js';
+import { sqliteTenantTemplate } from './support/tenant-template.js';
 
 /**
  * The disk fails under a running SQLite node (contract, "Sending a webhook": a 202 only
@@ -24,7 +25,7 @@ const MOUNT = canMountTmpfs();
 let template: TenantTemplate;
 
 beforeAll(async () => {
-  template = await makeSqliteTemplate();
+  template = await sqliteTenantTemplate();
 });
 afterEach(() => killAll());
 afterAll(async () => {

@@ -282,11 +282,13 @@ describe.sequential('intake end to end, as npm start runs it', () => {
   });
 
   test('migrate --json lists nothing on a migrated database and the initial migration on a fresh one', async () => {
-    const again = await runCliJson(['migrate', '--json'], server.cliEnv);
-    expect(again.json).toEqual({ applied: [] });
-
     const freshUrl = (await freshDatabaseUrl()) ?? `sqlite:${join(makeTempDir(), 'fresh.db')}`;
-    const fresh = await runCliJson(['migrate', '--json'], { INTAKE_DATABASE_URL: freshUrl });
+    // Two databases, so the two runs (a Node start each) go side by side.
+    const [again, fresh] = await Promise.all([
+      runCliJson(['migrate', '--json'], server.cliEnv),
+      runCliJson(['migrate', '--json'], { INTAKE_DATABASE_URL: freshUrl }),
+    ]);
+    expect(again.json).toEqual({ applied: [] });
     expect(fresh.json).toEqual({ applied: MIGRATION_NAMES });
   });
 

@@ -2,7 +2,9 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { DEFAULT_PASSWORD_HASH_COST, hashPassword, verifyPassword } from '../src/domain/password.js';
+import { openStore } from '../src/store/open-store.js';
 import { PASSWORD } from './support/api.js';
+import { operator } from './support/operator.js';
 import { cleanupAll, runCliJson, startServer, TEST_PASSWORD_HASH_COST, type ServerProcess } from './support/processes.js';
 
 /**
@@ -60,6 +62,15 @@ describe('a real start, without the variable', () => {
       db.close();
     }
   };
+  /** A company for `intake user create` to add to, made in the store: only the user's hash is the CLI's part here. */
+  const company = async (name: string) => {
+    const store = openStore(server.databaseUrl, { poolSize: 1 });
+    try {
+      return (await operator(store).management.createCompany(name)).id;
+    } finally {
+      await store.close();
+    }
+  };
   const signIn = async (email: string, password = PASSWORD) =>
     (
       await fetch(server.url('/api/v1/auth/login'), {
@@ -83,7 +94,7 @@ describe('a real start, without the variable', () => {
     });
     expect(setup.status).toBe(200);
     const { user } = (await setup.json()) as { user: { email: string }; companies: Array<{ id: string }> };
-    const companyId = (await runCliJson<{ id: string }>(['company', 'create', '--name', 'Globex'], server.cliEnv)).json.id;
+    const companyId = await company('Globex');
     await runCliJson(['user', 'create', '--company', companyId, '--email', 'operator@example.com', '--password', PASSWORD, '--role', 'owner'], server.cliEnv);
 
     for (const email of [user.email, 'operator@example.com']) {
@@ -118,7 +129,7 @@ describe('a real start, without the variable', () => {
     expect(costOf(storedHash(email))).toBe(2 ** 12);
     expect(await signIn(email, 'a new passphrase here')).toBe(200);
 
-    const companyId = (await runCliJson<{ id: string }>(['company', 'create', '--name', 'Initech'], server.cliEnv)).json.id;
+    const companyId = await company('Initech');
     await runCliJson(['user', 'create', '--company', companyId, '--email', 'second@example.com', '--password', PASSWORD, '--role', 'owner'], server.cliEnv);
     expect(costOf(storedHash('second@example.com'))).toBe(2 ** 12);
   });

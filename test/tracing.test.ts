@@ -1,117 +1,32 @@
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { afterAll, afterEach, describe, expect, test } from 'vitest';
-import { startOtlpReceiver, type ExportedSpan, type OtlpReceiver } from './support/otlp-receiver.js';
-import { cleanupAll, killAll, mapConcurrent, runCliJson, sleep, startServer, type ServerProcess } from './support/processes.js';
-import { okReceiver, type Receiver } from './support/receivers.js';
+import { afterAll, afterEach, expect, test } from 'vitest';
+import { cleanupAll, mapConcurrent } from './support/processes.js';
+import {
+  closeTracedServers,
+  delivered,
+  otlpReceiver,
+  requestLog,
+  send,
+  SENDER_SPAN_ID,
+  SENDER_TRACE_ID,
+  SENDER_TRACEPARENT,
+  tenant,
+  webhookSpans,
+} from './support/traced-server.js';
 
 /**
  * Traces as an operator gets them: `node dist/main.js` with the OTEL variables pointing at a
  * real OTLP/HTTP receiver on loopback, which decodes what the SDK's exporter sends. A
  * webhook's span, its delivery attempt's span and the `traceparent` the destination got, an
  * API request's span and the trace id in the request log; nothing secret in what is
- * exported; nothing exported nor propagated unless configured; the sampling ratio holds,
- * whatever a sender's `traceparent` says.
+ * exported; the sampling ratio holds, whatever a sender's `traceparent` says. That nothing is
+ * exported nor propagated unless configured is test/tracing-off.test.ts: a file of its own,
+ * so the suite's two workers run the two halves at once.
  */
 
-const WEBHOOK_ROUTE = 'POST /api/webhooks/:integration_key';
-/** A sender's trace, sampled: what a hostile sender would send to have everything traced in its own trace ids. */
-const SENDER_TRACE_ID = 'feedfacefeedfacefeedfacefeedface';
-const SENDER_SPAN_ID = 'badc0ffee0ddf00d';
-const SENDER_TRACEPARENT = `00-${SENDER_TRACE_ID}-${SENDER_SPAN_ID}-01`;
-
-const otlps: OtlpReceiver[] = [];
-const receivers: Receiver[] = [];
-afterEach(async () => {
-  await killAll();
-  for (const each of otlps.splice(0)) await each.close();
-  for (const each of receivers.splice(0)) await each.close();
-});
+afterEach(closeTracedServers);
 afterAll(cleanupAll);
-
-interface Tenant {
-  server: ServerProcess;
-  integrationKey: string;
-  apiKey: string;
-  managementKey: string;
-  destinationId: string;
-  signingSecret: string;
-  receiver: Receiver;
-}
-
-/**
- * A server with `env`, and a company with an integration whose webhooks go to a loopback
- * receiver through a destination (with a header and a query token of its own), and a
- * management key to read the request log.
- */
-async function tenant(env: Record<string, string>, marker = 'none'): Promise<Tenant> {
-  const receiver = await okReceiver();
-  receivers.push(receiver);
-  const allow = { INTAKE_DESTINATION_ALLOW: '127.0.0.1/32' };
-  const server = await startServer({ env: { ...allow, ...env } });
-  const cli = { ...server.cliEnv, ...allow };
-  const company = String((await runCliJson(['company', 'create', '--name', 'Traced'], cli)).json.id);
-  const integration = (await runCliJson(['integration', 'create', '--company', company, '--name', 'Shop'], cli)).json;
-  const destination = (
-    await runCliJson(
-      [
-        'destination', 'create', '--company', company, '--name', 'Orders', '--url', `${receiver.url}?token=${marker}`,
-        '--header', `Authorization: Bearer ${marker}`, '--rate', 'none',
-      ],
-      cli,
-    )
-  ).json;
-  const managementKey = String((await runCliJson(['key', 'create', '--company', company, '--scope', 'logs:read'], cli)).json.api_key);
-  return {
-    server,
-    integrationKey: String(integration.integration_key),
-    apiKey: String(integration.api_key),
-    managementKey,
-    destinationId: String(destination.id),
-    signingSecret: String(destination.signing_secret),
-    receiver,
-  };
-}
-
-async function otlpReceiver(): Promise<OtlpReceiver> {
-  const receiver = await startOtlpReceiver();
-  otlps.push(receiver);
-  return receiver;
-}
-
-function send(t: Tenant, body: string, headers: Record<string, string> = {}, apiKey = t.apiKey): Promise<Response> {
-  return fetch(t.server.url(`/api/webhooks/${t.integrationKey}`), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': apiKey, ...headers },
-    body,
-    signal: AbortSignal.timeout(10_000),
-  });
-}
-
-interface LoggedRequest {
-  status: number;
-  error_code: string | null;
-  webhook_uuid: string | null;
-  trace_id: string | null;
-}
-
-async function requestLog(t: Tenant): Promise<LoggedRequest[]> {
-  const response = await fetch(t.server.url('/api/v1/requests?limit=200'), { headers: { 'x-api-key': t.managementKey } });
-  expect(response.status).toBe(200);
-  return ((await response.json()) as { data: LoggedRequest[] }).data;
-}
-
-async function delivered(receiver: Receiver, count: number): Promise<void> {
-  const deadline = performance.now() + 15_000;
-  while (receiver.received.length < count) {
-    if (performance.now() > deadline) throw new Error(`${receiver.received.length} of ${count} deliveries came`);
-    await sleep(25);
-  }
-}
-
-function webhookSpans(spans: ExportedSpan[]): ExportedSpan[] {
-  return spans.filter((span) => span.name === WEBHOOK_ROUTE);
-}
 
 test('a webhook, its delivery attempt and an API request, each a span; the destination continues the trace; the request log names it', async () => {
   const marker = `m${randomBytes(12).toString('hex')}`;
@@ -235,29 +150,4 @@ test('at ratio 0.25 about a quarter of the webhooks are traced, each with its at
   expect(new Set(attempts.map((span) => span.parentSpanId))).toEqual(new Set(traced.map((span) => span.spanId)));
   const sampledHeaders = t.receiver.received.filter((got) => String(got.headers.traceparent).endsWith('-01'));
   expect(sampledHeaders).toHaveLength(attempts.length);
-});
-
-describe('off', () => {
-  const ways: Array<[string, Record<string, string>]> = [
-    ['by default (no endpoint)', {}],
-    ['with OTEL_SDK_DISABLED=true', { OTEL_SDK_DISABLED: 'true' }],
-    ['with OTEL_TRACES_EXPORTER=none', { OTEL_TRACES_EXPORTER: 'none' }],
-  ];
-  for (const [name, env] of ways) {
-    test(`${name}: nothing exported, no traceparent sent, no trace id logged`, async () => {
-      const otlp = await otlpReceiver();
-      // The endpoint is set where turning tracing off is the point; by default there is none at all.
-      const endpoint: Record<string, string> = Object.keys(env).length === 0 ? {} : { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url };
-      const t = await tenant({ ...endpoint, OTEL_TRACES_SAMPLER: 'always_on', ...env });
-      const answer = await send(t, JSON.stringify({ event: 'order.created' }), { traceparent: SENDER_TRACEPARENT });
-      expect(answer.status).toBe(202);
-      await delivered(t.receiver, 1);
-      const log = await requestLog(t);
-      await t.server.stop();
-      expect(otlp.requests).toEqual([]);
-      expect(t.receiver.received[0]!.headers).not.toHaveProperty('traceparent');
-      expect(log.map((row) => row.trace_id)).toEqual([null]);
-      expect(t.server.stdout).not.toContain('tracing on');
-    });
-  }
 });

@@ -32,18 +32,31 @@ export async function withStore<T>(
     const secrets = openSecretBox(config);
     // The audit log names the operating-system account that ran the command.
     const actor = { type: 'cli' as const, id: userInfo().username, ip: null };
-    const management = new Management(
-      store,
-      { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit, secrets, passwordHashCost: config.passwordHashCost },
-      actor,
-    );
-    const addressGuard = new AddressGuard(config.destinationAllow);
-    const destinations = new DestinationManagement(store, { environment: config.environment, secrets, addressGuard, baseUrl: config.baseUrl }, actor);
-    const redeliveries = new Redeliveries(store, { perHour: config.redeliveryBudgetPerHour });
-    return await run({ config, store, management, destinations, redeliveries, actor, secrets });
+    return await run({ config, store, actor, secrets, ...operatorServices(store, config, secrets, actor) });
   } finally {
     await store.close();
   }
+}
+
+/**
+ * The services an operator's command works through, on `store` as `config` sets them up:
+ * also what tests use to set up tenants in their own process (test/support/operator.ts).
+ */
+export function operatorServices(
+  store: Store,
+  config: Config,
+  secrets: SecretBox,
+  actor: Actor,
+): Pick<CommandContext, 'management' | 'destinations' | 'redeliveries'> {
+  const management = new Management(
+    store,
+    { environment: config.environment, baseUrl: config.baseUrl, defaultBodyLimit: config.defaultBodyLimit, secrets, passwordHashCost: config.passwordHashCost },
+    actor,
+  );
+  const addressGuard = new AddressGuard(config.destinationAllow);
+  const destinations = new DestinationManagement(store, { environment: config.environment, secrets, addressGuard, baseUrl: config.baseUrl }, actor);
+  const redeliveries = new Redeliveries(store, { perHour: config.redeliveryBudgetPerHour });
+  return { management, destinations, redeliveries };
 }
 
 /**

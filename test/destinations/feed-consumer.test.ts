@@ -1,7 +1,8 @@
 import { afterAll, afterEach, expect, test } from 'vitest';
 import { freshDatabase, testDialect, type TestDatabase } from '../support/databases.js';
 import { FeedConsumer } from '../support/feed-consumer.js';
-import { cleanupAll, killAll, listAllWebhooks, runCliJson, sleep, startServer, type ServerProcess } from '../support/processes.js';
+import { operator } from '../support/operator.js';
+import { cleanupAll, killAll, listAllWebhooks, sleep, startServer, type ServerProcess } from '../support/processes.js';
 import { WebhookLoad } from '../support/webhook-load.js';
 
 /**
@@ -9,7 +10,8 @@ import { WebhookLoad } from '../support/webhook-load.js';
  * long-polls while senders load the service, through a kill -9 and a restart of a node, and
  * gets every webhook the service stored exactly once, none it did not. On SQLite one node;
  * on PostgreSQL two nodes sharing the database, the reader going from one to the other, and
- * one of them killed while the other keeps committing.
+ * one of them killed while the other keeps committing. The company, its integrations and the
+ * key are made in the store before the nodes start (support/operator.ts: what the CLI runs).
  */
 
 const NODE_ENV = { LOG_LEVEL: 'warn' };
@@ -23,21 +25,20 @@ afterAll(async () => {
 
 test('a consumer with its cursor gets every stored webhook once, during load and across a kill -9 and a restart', async () => {
   const postgres = testDialect() === 'postgres';
-  db = postgres ? await freshDatabase({ ownDatabase: true }) : undefined;
-  const first = await startServer({ ...(db && { databaseUrl: db.databaseUrl }), env: NODE_ENV });
-  const nodes: ServerProcess[] = [first];
-  if (postgres) nodes.push(await startServer({ databaseUrl: first.databaseUrl, env: NODE_ENV }));
-
-  const env = first.cliEnv;
-  const company = String((await runCliJson(['company', 'create', '--name', 'Feed'], env)).json.id);
-  const integration = await runCliJson(['integration', 'create', '--company', company, '--name', 'Shop'], env);
-  const other = await runCliJson(['integration', 'create', '--company', company, '--name', 'Billing'], env);
-  const key = String((await runCliJson(['key', 'create', '--company', company, '--scope', 'logs:read'], env)).json.api_key);
+  db = await freshDatabase(postgres ? { ownDatabase: true } : {});
+  const { management } = operator(db.store);
+  const company = (await management.createCompany('Feed')).id;
+  const integration = await management.createIntegration(company, { name: 'Shop' });
+  const other = await management.createIntegration(company, { name: 'Billing' });
+  const key = (await management.createManagementKey(company, ['logs:read'])).apiKey;
+  // The database is migrated already: the nodes start side by side.
+  const nodes: ServerProcess[] = await Promise.all(Array.from({ length: postgres ? 2 : 1 }, () => startServer({ databaseUrl: db!.databaseUrl, env: NODE_ENV })));
+  const first = nodes[0]!;
 
   const targets = () =>
     nodes.flatMap((node) => [
-      { address: `${node.baseUrl}/api/webhooks/${integration.json.integration_key}`, apiKey: String(integration.json.api_key) },
-      { address: `${node.baseUrl}/api/webhooks/${other.json.integration_key}`, apiKey: String(other.json.api_key) },
+      { address: `${node.baseUrl}/api/webhooks/${integration.integration.integrationKey}`, apiKey: integration.apiKey },
+      { address: `${node.baseUrl}/api/webhooks/${other.integration.integrationKey}`, apiKey: other.apiKey },
     ]);
   const consumer = new FeedConsumer(() => nodes, key);
   const before = new WebhookLoad({ concurrency: 6, targets: targets() });
@@ -55,8 +56,8 @@ test('a consumer with its cursor gets every stored webhook once, during load and
   await after.done;
   const acknowledged = new Set([...before.acked.keys(), ...after.acked.keys()]);
   const stored = [
-    ...(await listAllWebhooks(restarted.baseUrl, String(integration.json.integration_key), String(integration.json.api_key))),
-    ...(await listAllWebhooks(restarted.baseUrl, String(other.json.integration_key), String(other.json.api_key))),
+    ...(await listAllWebhooks(restarted.baseUrl, integration.integration.integrationKey, integration.apiKey)),
+    ...(await listAllWebhooks(restarted.baseUrl, other.integration.integrationKey, other.apiKey)),
   ].map((webhook) => webhook.uuid);
   // Reads on until it has as many as were stored (or the test's time runs out): the sets are compared below.
   await consumer.stop(stored.length);

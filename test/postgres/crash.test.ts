@@ -1,7 +1,8 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { afterAll, afterEach, expect, test } from 'vitest';
-import { checkRows as checkRowsOf, crashCycle, faultCycle } from '../support/crash.js';
+import { checkRows as checkRowsOf, crashCycle, faultCycle, type CrashTarget } from '../support/crash.js';
 import { freshDatabase, type TestDatabase } from '../support/databases.js';
+import { operator } from '../support/operator.js';
 import { cleanupAll, killAll, type ServerProcess } from '../support/processes.js';
 
 /**
@@ -22,6 +23,17 @@ async function database(): Promise<TestDatabase> {
   return fresh;
 }
 
+/**
+ * The node's database and the company and integration it sends to, made in the store before
+ * the node starts (support/operator.ts: what the CLI's two runs would make).
+ */
+async function targetOn(db: TestDatabase): Promise<CrashTarget> {
+  const { management } = operator(db.store);
+  const company = await management.createCompany('Crash test');
+  const created = await management.createIntegration(company.id, { name: 'crash' });
+  return { databaseUrl: db.databaseUrl, tenant: { integrationKey: created.integration.integrationKey, apiKey: created.apiKey } };
+}
+
 /** Each acknowledged uuid is one row with the exact bytes sent (support/crash.ts). */
 function checkRows(db: TestDatabase, acked: ReadonlyMap<string, string>) {
   return checkRowsOf((text, params) => db.query(text, params), acked);
@@ -40,7 +52,7 @@ afterAll(async () => {
 for (let cycle = 1; cycle <= CYCLES; cycle++) {
   test(`postgres crash cycle ${cycle}: every webhook acknowledged before kill -9 is stored once, byte for byte`, async () => {
     const db = await database();
-    const result = await crashCycle({ target: { databaseUrl: db.databaseUrl }, concurrency: 24 });
+    const result = await crashCycle({ target: await targetOn(db), concurrency: 24 });
     const rows = await checkRows(db, result.acked);
     totals.acknowledged += result.acknowledged;
     totals.lost += result.lost;
@@ -71,7 +83,7 @@ for (let cycle = 1; cycle <= CYCLES; cycle++) {
 test('postgres database fault: with its backends terminated mid-load, the node answers 202 or 503 and recovers by itself', async () => {
   const db = await database();
   const result = await faultCycle({
-    target: { databaseUrl: db.databaseUrl },
+    target: await targetOn(db),
     concurrency: 16,
     injectFault: (server) => terminateBackendsOf(db, server),
   });
