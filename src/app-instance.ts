@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { DeliveryDispatcher } from './destinations/dispatcher.js';
+import type { FeedBell } from './intake/feed-bell.js';
 import type { GroupCommitWriter } from './intake/group-commit.js';
 import type { ErrorCode } from './errors.js';
 
@@ -36,6 +37,8 @@ declare module 'fastify' {
     readonly dispatcher: DeliveryDispatcher;
     /** This node's group commit (tests wait for what is queued with drain). */
     readonly writer: GroupCommitWriter;
+    /** Rung by the writer's commits; the feed's waiting reads listen to it. */
+    readonly feedBell: FeedBell;
     /**
      * The server of INTAKE_METRICS_PORT, not listening yet (serve.ts listens on it beside the
      * app; the app's close closes it); undefined when /metrics is served with everything else.

@@ -24,6 +24,7 @@ import { AdmissionGate, OVERLOADED } from './intake/admission.js';
 import { shedBeforeRouting } from './intake/shed-before-routing.js';
 import { AuthFailureLimiter } from './intake/auth-failures.js';
 import { Authenticator } from './intake/authenticate.js';
+import { FeedBell } from './intake/feed-bell.js';
 import { GroupCommitWriter, type GroupCommitOptions } from './intake/group-commit.js';
 import { KeyCache } from './intake/key-cache.js';
 import { LastUsedTracker } from './intake/last-used.js';
@@ -61,6 +62,8 @@ export interface AppDeps {
   redeliveries?: Partial<RedeliveryOptions>;
   /** Spans of requests and delivery attempts (src/telemetry/tracing.ts); absent, tracing is off and costs nothing. */
   tracing?: Tracing;
+  /** How often the feed's waiting reads ask the store without a ring from this node's commits (FEED_POLL_MS); tests lengthen it. */
+  feedPollMs?: number;
 }
 
 /**
@@ -125,6 +128,8 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   const deliveryMarks = new DeliveryMarks(deps.secrets.derivedKeys(ORIGIN_KEY_PURPOSE));
   const keyCache = new KeyCache(store);
   await keyCache.start();
+  // Rung by the writer's commits, heard by the feed's waiting reads (src/api/webhook-feed.ts).
+  const feedBell = new FeedBell(deps.feedPollMs);
   const writer = new GroupCommitWriter(
     store,
     {
@@ -137,6 +142,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
       // a delivery round that finds nothing to send.
       onDeliveriesDue: (webhooks) => dispatcher.committed(webhooks),
       onWritten: (group) => metrics.groupWritten(group),
+      feedBell,
     },
     logger,
   );
@@ -191,6 +197,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   const authFailures = new AuthFailureLimiter(config.authFailureLimit, config.authFailureWindowMs);
   app.decorate('dispatcher', dispatcher);
   app.decorate('writer', writer);
+  app.decorate('feedBell', feedBell);
   await app.register(healthRoutes, { store, writer });
   // On a port of its own when one is set, and then not on this one.
   const metricsServer = config.metricsPort === undefined ? undefined : buildMetricsServer(metrics, config, logger as FastifyBaseLogger);

@@ -3,6 +3,7 @@ import { newTimeOrderedId } from '../domain/ids.js';
 import { AppError } from '../errors.js';
 import type { CommitOutcome, PendingWebhook, RequestLogEntry, Store } from '../store/store.js';
 import type { WrittenGroup } from '../telemetry/metrics.js';
+import type { FeedBell } from './feed-bell.js';
 
 export interface GroupCommitOptions {
   /** Webhooks waiting at most; past this, submit() refuses with 503. */
@@ -30,6 +31,8 @@ export interface GroupCommitOptions {
   onDeliveriesDue?: (webhooks: PendingWebhook[]) => void;
   /** Called after each transaction of webhooks and log rows, committed or failed (for /metrics). */
   onWritten?: (group: WrittenGroup) => void;
+  /** Rung after each commit with its webhooks, so that the feed's waiting reads on this node answer at once. */
+  feedBell?: FeedBell;
 }
 
 /** Told what became of a webhook in the writer (a traced request records it on its span). */
@@ -246,14 +249,13 @@ export class GroupCommitWriter {
     const startedAt = performance.now();
     const written = (committed: boolean) =>
       this.options.onWritten?.({ webhooks: group.length, seconds: (performance.now() - startedAt) / 1000, committed });
+    const webhooks = group.map((w) => w.webhook);
     try {
-      const outcomes = await this.store.commitBatch(
-        group.map((w) => w.webhook),
-        logs,
-      );
+      const outcomes = await this.store.commitBatch(webhooks, logs);
       written(true);
       this.failing = false;
       group.forEach((waiting, i) => waiting.resolve(outcomes[i]!));
+      this.options.feedBell?.ringCommitted(webhooks, outcomes);
       const delivering = group.filter((_, i) => isDeliveryDue(outcomes[i]!));
       for (const waiting of delivering) waiting.observer?.deliveriesDue(waiting.webhook);
       if (delivering.length > 0) this.options.onDeliveriesDue?.(delivering.map((waiting) => waiting.webhook));

@@ -13,7 +13,9 @@ import type {
   DestinationStats,
   DisabledDestination,
   FeedItem,
+  FeedCursor,
   FeedQuery,
+  FeedStart,
   NewDestination,
   RedeliveryBudget,
   RedeliveryLease,
@@ -138,6 +140,8 @@ export interface DestinationStore {
    * by one still running). Bounded by `limit` and WEBHOOK_PAGE_BYTES of bodies.
    */
   readFeed(companyId: string, query: FeedQuery): Promise<FeedItem[]>;
+  /** Where a reader without a cursor starts (the end, a time, the last N): the cursor to read after. */
+  feedStart(companyId: string, start: FeedStart): Promise<FeedCursor>;
 
   // Operator lookup for the CLI, which is given bare ids: which company owns this?
   /** The company of a live destination (the CLI names destinations by id alone). */

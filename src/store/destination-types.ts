@@ -340,9 +340,18 @@ export interface FeedCursor {
 }
 
 /** The feed is the company's: a consumer that wants one integration filters on integration_id (an index per integration would cost every webhook). */
+/**
+ * Where a reader without a cursor starts: at the end (only what commits from now on), at
+ * the first webhook received at or after a time, or before the last N (of these
+ * integrations, when named).
+ */
+export type FeedStart = { now: true } | { since: number } | { last: number; integrationIds?: readonly string[] };
+
 export interface FeedQuery {
   after: FeedCursor | null;
   limit: number;
+  /** Read each webhook's stored headers too, counted with its body in the page's byte budget. */
+  withHeaders?: boolean;
 }
 
 export interface FeedItem {
@@ -353,4 +362,6 @@ export interface FeedItem {
   rawBody: Buffer;
   payloadFormat: PayloadFormat;
   position: FeedCursor;
+  /** The headers as stored (GET /api/v1/webhooks/:uuid's), only when the query asked `withHeaders`. */
+  headers?: Record<string, string>;
 }

@@ -1,5 +1,5 @@
 import type { CreateTableBuilder, Kysely, RawBuilder, SelectQueryBuilder, SqlBool } from 'kysely';
-import type { FeedCursor } from './destination-types.js';
+import type { FeedCursor, FeedStart } from './destination-types.js';
 
 /**
  * What differs between dialects in a table definition (and in the one query that needs
@@ -74,15 +74,18 @@ export interface DialectTypes {
   reserveFeedSeqs(db: Kysely<any>, count: number): Promise<number | null>;
   /**
    * The heads (uuid, time, body size, position) of the company's webhooks after `after`,
-   * oldest first. PostgreSQL returns only rows of transactions older than every one still
-   * running (`pg_snapshot_xmin`): a transaction that began earlier but commits later can
-   * then never land behind a reader's position.
+   * oldest first; with `withHeaders`, the size counts the stored headers' bytes too.
+   * PostgreSQL returns only rows of transactions older than every one still running
+   * (`pg_snapshot_xmin`): a transaction that began earlier but commits later can then never
+   * land behind a reader's position.
    */
   feedHeads(
     db: Kysely<any>,
     companyId: string,
-    query: { after: FeedCursor | null; limit: number },
+    query: { after: FeedCursor | null; limit: number; withHeaders?: boolean },
   ): Promise<Array<{ uuid: string; receivedAt: number; sizeBytes: number; position: FeedCursor }>>;
+  /** The position a reader without a cursor starts after (see FeedStart). */
+  feedStart(db: Kysely<any>, companyId: string, start: FeedStart): Promise<FeedCursor>;
 }
 
 /** The channel a node listens on to hear that a key or an integration changed. */

@@ -12,7 +12,9 @@ import type {
   DestinationChanges,
   DestinationStats,
   FeedItem,
+  FeedCursor,
   FeedQuery,
+  FeedStart,
   NewDestination,
   RedeliveryBudget,
   RedeliveryLease,
@@ -110,6 +112,9 @@ export class KyselyDestinationStore extends KyselyStoreBase implements Destinati
   }
   readFeed(companyId: string, query: FeedQuery): Promise<FeedItem[]> {
     return readFeed(this.db, this.types, companyId, query);
+  }
+  feedStart(companyId: string, start: FeedStart): Promise<FeedCursor> {
+    return this.types.feedStart(this.db, companyId, start);
   }
 
   // Operator lookup for the CLI, which is given bare ids: which company owns this?

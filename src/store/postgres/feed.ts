@@ -21,7 +21,22 @@ import type { DialectTypes } from '../migrations/index.js';
  * COLUMN would rewrite every partition; this way old rows keep null (not in the feed) and
  * the migration is instant.
  */
-export const postgresFeed: Pick<DialectTypes, 'addFeedPosition' | 'reserveFeedSeqs' | 'feedHeads'> = {
+/**
+ * The lowest transaction id whose rows the feed does not show yet: every transaction of this
+ * database below it has ended (see above).
+ */
+const VISIBLE_BOUND = sql`(
+          select coalesce(min(running), pg_snapshot_xmax(pg_current_snapshot()))
+          from pg_snapshot_xip(pg_current_snapshot()) as running
+          where not exists (
+            select 1 from pg_stat_activity elsewhere
+            where elsewhere.datname <> current_database()
+              and elsewhere.backend_xid::text::bigint = running::text::bigint % 4294967296))`;
+
+/** A sequence number past every one a cursor can hold (a cursor's sequence has at most 15 digits). */
+const LAST_SEQ = 999_999_999_999_999;
+
+export const postgresFeed: Pick<DialectTypes, 'addFeedPosition' | 'reserveFeedSeqs' | 'feedHeads' | 'feedStart'> = {
   async addFeedPosition(db) {
     await sql`alter table webhooks add column feed_xid xid8, add column feed_seq bigint`.execute(db);
     await sql`create sequence webhooks_feed_seq`.execute(db);
@@ -38,16 +53,11 @@ export const postgresFeed: Pick<DialectTypes, 'addFeedPosition' | 'reserveFeedSe
   async feedHeads(db, companyId, query) {
     const after = query.after;
     const { rows } = await sql<{ uuid: string; received_at: number; size_bytes: number; txid: string; seq: number }>`
-      select uuid, received_at, octet_length(raw_body) as size_bytes, feed_xid::text as txid, feed_seq as seq
+      select uuid, received_at, ${query.withHeaders ? sql`octet_length(raw_body) + octet_length(headers)` : sql`octet_length(raw_body)`} as size_bytes,
+        feed_xid::text as txid, feed_seq as seq
       from webhooks
       where company_id = ${companyId}
-        and feed_xid < (
-          select coalesce(min(running), pg_snapshot_xmax(pg_current_snapshot()))
-          from pg_snapshot_xip(pg_current_snapshot()) as running
-          where not exists (
-            select 1 from pg_stat_activity elsewhere
-            where elsewhere.datname <> current_database()
-              and elsewhere.backend_xid::text::bigint = running::text::bigint % 4294967296))
+        and feed_xid < ${VISIBLE_BOUND}
         and ${after ? sql`(feed_xid, feed_seq) > (${after.txid}::xid8, ${after.seq})` : sql`feed_xid is not null`}
       order by feed_xid, feed_seq
       limit ${query.limit}`.execute(db);
@@ -57,5 +67,27 @@ export const postgresFeed: Pick<DialectTypes, 'addFeedPosition' | 'reserveFeedSe
       sizeBytes: Number(row.size_bytes),
       position: { txid: row.txid, seq: Number(row.seq) },
     }));
+  },
+
+  async feedStart(db, companyId, start) {
+    if ('now' in start) {
+      // Past every row of the transactions below the bound; those at or above it come later.
+      const { rows } = await sql<{ txid: string }>`select (${VISIBLE_BOUND}::text::numeric - 1)::text as txid`.execute(db);
+      return { txid: rows[0]!.txid, seq: LAST_SEQ };
+    }
+    const { rows } =
+      'since' in start
+        ? await sql<{ txid: string; seq: string }>`
+            select feed_xid::text as txid, feed_seq as seq from webhooks
+            where company_id = ${companyId} and feed_xid is not null and received_at >= ${start.since}
+            order by feed_xid, feed_seq limit 1`.execute(db)
+        : await sql<{ txid: string; seq: string }>`
+            select feed_xid::text as txid, feed_seq as seq from webhooks
+            where company_id = ${companyId} and feed_xid is not null
+              ${start.integrationIds?.length ? sql`and integration_id in (${sql.join([...start.integrationIds])})` : sql``}
+            order by feed_xid desc, feed_seq desc limit 1 offset ${start.last - 1}`.execute(db);
+    const row = rows[0];
+    if (row) return { txid: row.txid, seq: Number(row.seq) - 1 };
+    return 'since' in start ? this.feedStart(db, companyId, { now: true }) : { txid: '0', seq: 0 };
   },
 };

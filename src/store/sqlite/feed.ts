@@ -7,7 +7,7 @@ import type { DialectTypes } from '../migrations/index.js';
  * rather than in max(feed_seq): a purge that emptied the table must not hand out numbers a
  * reader has already passed.
  */
-export const sqliteFeed: Pick<DialectTypes, 'addFeedPosition' | 'reserveFeedSeqs' | 'feedHeads'> = {
+export const sqliteFeed: Pick<DialectTypes, 'addFeedPosition' | 'reserveFeedSeqs' | 'feedHeads' | 'feedStart'> = {
   async addFeedPosition(db) {
     await db.schema.alterTable('webhooks').addColumn('feed_seq', 'integer').execute();
     // Partial, as on PostgreSQL: only the feed's query can use it.
@@ -28,9 +28,11 @@ export const sqliteFeed: Pick<DialectTypes, 'addFeedPosition' | 'reserveFeedSeqs
   },
 
   async feedHeads(db, companyId, query) {
+    // length() of a text counts its characters: the budget is in bytes, its blob's.
+    const size = query.withHeaders ? sql<number>`length(raw_body) + length(cast(headers as blob))` : sql<number>`length(raw_body)`;
     const rows = await db
       .selectFrom('webhooks')
-      .select(['uuid', 'received_at', 'feed_seq', sql<number>`length(raw_body)`.as('size_bytes')])
+      .select(['uuid', 'received_at', 'feed_seq', size.as('size_bytes')])
       .where('company_id', '=', companyId)
       .where('feed_seq', '>', query.after?.seq ?? 0)
       .orderBy('feed_seq')
@@ -42,5 +44,24 @@ export const sqliteFeed: Pick<DialectTypes, 'addFeedPosition' | 'reserveFeedSeqs
       sizeBytes: Number(row.size_bytes),
       position: { txid: '0', seq: Number(row.feed_seq) },
     }));
+  },
+
+  async feedStart(db, companyId, start) {
+    if ('now' in start) {
+      // The counter is past every number handed out: what commits from now on is after it.
+      const { rows } = await sql<{ next: number }>`select next from feed_sequence where id = 1`.execute(db);
+      return { txid: '0', seq: Number(rows[0]!.next) - 1 };
+    }
+    let first = db.selectFrom('webhooks').select('feed_seq').where('company_id', '=', companyId).where('feed_seq', 'is not', null);
+    if ('since' in start) {
+      first = first.where('received_at', '>=', start.since).orderBy('feed_seq').limit(1);
+    } else {
+      if (start.integrationIds?.length) first = first.where('integration_id', 'in', [...start.integrationIds]);
+      first = first.orderBy('feed_seq', 'desc').limit(1).offset(start.last - 1);
+    }
+    const row = await first.executeTakeFirst();
+    if (row?.feed_seq != null) return { txid: '0', seq: Number(row.feed_seq) - 1 };
+    // No webhook since then: from now on. Fewer than N: from the oldest.
+    return 'since' in start ? this.feedStart(db, companyId, { now: true }) : { txid: '0', seq: 0 };
   },
 };
