@@ -167,6 +167,32 @@ export const ERRORS = {
     message: 'This password reset link is wrong, expired or already used. Ask for a new one.',
     when: "The password reset link is wrong, expired or already used.",
   },
+  // The terminal's side of `intake login` (POST /api/v1/cli-logins/token), with RFC 8628's
+  // error names as codes and its statuses, so a device-flow client reads them as it expects.
+  authorization_pending: {
+    status: 400,
+    title: 'Authorization pending',
+    message: 'This sign-in waits for approval in the panel; poll again after the interval.',
+    when: "The command-line sign-in has not been approved or denied in the panel yet: poll again after `interval` seconds.",
+  },
+  slow_down: {
+    status: 400,
+    title: 'Slow down',
+    message: 'This sign-in was polled sooner than its interval allows.',
+    when: "A command-line sign-in was polled sooner than `interval` seconds after its previous poll: wait 5 seconds more between polls from now on.",
+  },
+  access_denied: {
+    status: 403,
+    title: 'Access denied',
+    message: 'This sign-in was denied in the panel.',
+    when: "The person who opened the command-line sign-in in the panel denied it, or can no longer approve it (no longer a member of the company).",
+  },
+  expired_token: {
+    status: 400,
+    title: 'Expired token',
+    message: 'This device code is unknown, expired or already used: start the sign-in again.',
+    when: "A command-line sign-in's device code is unknown, past its 10 minutes, or its key was already handed out: run `intake login` again.",
+  },
   csrf_failed: {
     status: 403,
     title: 'CSRF check failed',

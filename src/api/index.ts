@@ -8,6 +8,7 @@ import { addressKey } from '../intake/auth-failures.js';
 import { accountRoutes } from './account.js';
 import { auditRoutes } from './audit.js';
 import { authRoutes } from './auth.js';
+import { cliLoginRoutes } from './cli-logins.js';
 import { companyRoutes } from './company.js';
 import { authenticateApi, type ApiDeps } from './context.js';
 import { deliveryRoutes } from './deliveries.js';
@@ -87,6 +88,7 @@ export async function apiV1Routes(app: AppInstance, deps: ApiDeps): Promise<void
   await keyRoutes(app, deps);
   await sourceRoutes(app, deps);
   await managementKeyRoutes(app, deps);
+  await cliLoginRoutes(app, deps);
   // --- destinations and their deliveries ---
   await destinationRoutes(app, deps);
   await deliveryRoutes(app, deps);

@@ -4,6 +4,8 @@ import { print, withStore } from './context.js';
 import { registerDestinationCommands } from './destination.js';
 import { registerIntegrationCommands } from './integration.js';
 import { registerKeyCommands } from './key.js';
+import { registerLoginCommands } from './login.js';
+import { registerListenCommand } from './listen/command.js';
 import { registerSecretsCommands } from './secrets.js';
 import { registerUserCommands } from './user.js';
 
@@ -32,5 +34,7 @@ export function buildProgram(): Command {
   registerKeyCommands(program);
   registerSecretsCommands(program);
   registerDestinationCommands(program);
+  registerLoginCommands(program);
+  registerListenCommand(program);
   return program;
 }

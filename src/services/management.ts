@@ -304,7 +304,12 @@ export class Management {
     if (!deleted) throw notFound('integration', integrationId);
   }
 
-  async createManagementKey(companyId: string, scopes: string[], name = '') {
+  /**
+   * `write` stores the key and its audit record; by default the store's createApiKey. A
+   * command-line sign-in passes one that writes the key only if it marks the sign-in issued
+   * in the same transaction (src/api/cli-logins.ts).
+   */
+  async createManagementKey(companyId: string, scopes: string[], name = '', write: Store['createApiKey'] = (...args) => this.store.createApiKey(...args)) {
     await this.requireCompany(companyId);
     const keyName = validKeyName(name);
     const unknown = scopes.filter((s) => !(MANAGEMENT_SCOPES as readonly string[]).includes(s));
@@ -319,7 +324,7 @@ export class Management {
     const now = this.now();
     const id = newSequencedId('key', now);
     const uniqueScopes = [...new Set(scopes)] as Scope[];
-    await this.store.createApiKey(
+    await write(
       companyId,
       {
         id,

@@ -1,5 +1,6 @@
 import { KyselyAccountStore } from './kysely/account-store.js';
 import { KyselyAuditStore } from './kysely/audit-store.js';
+import { KyselyCliLoginStore } from './kysely/cli-login-store.js';
 import { KyselyCompanyStore } from './kysely/company-store.js';
 import { KyselyDatabaseStore } from './kysely/database-store.js';
 import { KyselyDestinationStore } from './kysely/destination-store.js';
@@ -19,6 +20,7 @@ const PARTS = [
   KyselyAccountStore,
   KyselyAuditStore,
   KyselyDestinationStore,
+  KyselyCliLoginStore,
 ] as const;
 
 /** Every member of every part at once (the intersection of their types): what KyselyStore is, checked against Store. */

@@ -26,6 +26,7 @@ export interface Database {
   delivery_attempts: DeliveryAttemptsTable;
   feed_sequence: FeedSequenceTable;
   redelivery_state: RedeliveryStateTable;
+  cli_logins: CliLoginsTable;
 }
 
 export interface CompaniesTable {
@@ -329,4 +330,24 @@ export interface RedeliveryStateTable {
   /** Deliveries the company may still make again now (a token bucket, refilled by the hour). */
   budget_tokens: number;
   budget_counted_at: number;
+}
+
+/** Command-line sign-ins waiting for, or just past, a person's approval (migration 0015). */
+export interface CliLoginsTable {
+  /** SHA-256 of the terminal's device code; the code itself is never stored. */
+  device_code_hash: string;
+  /** The code a person compares and types, 8 letters without the dash. */
+  user_code: string;
+  /** The key's name once issued: the machine's, as the terminal sent it. */
+  name: string;
+  requested_ip: string;
+  created_at: number;
+  expires_at: number;
+  last_polled_at: number | null;
+  state: string;
+  company_id: string | null;
+  decided_by: string | null;
+  decided_ip: string | null;
+  decided_at: number | null;
+  key_id: string | null;
 }

@@ -1,5 +1,6 @@
 import type { AccountStore } from './account-store.js';
 import type { AuditStore } from './audit-store.js';
+import type { CliLoginStore } from './cli-login-store.js';
 import type { CompanyStore } from './company-store.js';
 import type { DatabaseStore } from './database-store.js';
 import type { DestinationStore } from './destination-store.js';
@@ -11,6 +12,7 @@ export type * from './destination-types.js';
 export { DELIVERY_STATES, STATS_MAX_ATTEMPTS } from './destination-types.js';
 export * from './account-store.js';
 export * from './audit-store.js';
+export * from './cli-login-store.js';
 export * from './company-store.js';
 export * from './database-store.js';
 export * from './destination-store.js';
@@ -35,4 +37,5 @@ export interface Store
     CompanyStore,
     AccountStore,
     AuditStore,
-    DestinationStore {}
+    DestinationStore,
+    CliLoginStore {}

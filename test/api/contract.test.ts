@@ -80,7 +80,7 @@ interface AuditCase {
  * links used by whoever holds them (accepting one is in its company's log as member.add,
  * test/api/invitations.test.ts).
  */
-const NOT_A_COMPANY_CHANGE = /^\/api\/v1\/(auth|account)\/|^\/api\/v1\/invitations\/(lookup|accept)$/;
+const NOT_A_COMPANY_CHANGE = /^\/api\/v1\/(auth|account)\/|^\/api\/v1\/invitations\/(lookup|accept)$|^\/api\/v1\/cli-logins(\/:user_code\/(approve|deny))?$/;
 
 /** A fresh integration with a GitHub source (its secret generated), made as the CLI. */
 async function githubIntegration() {
@@ -283,6 +283,25 @@ const AUDIT_CASES: AuditCase[] = [
     as: 'key',
     action: 'delivery.replay',
     request: async () => ({ url: '/api/v1/deliveries/replay', payload: { destination_id: (await destinationWithWebhook(true)).destinationId } }),
+  },
+  {
+    // The terminal's poll: the key it gets is made as the person who approved the sign-in.
+    route: 'POST /api/v1/cli-logins/token',
+    as: 'owner',
+    action: 'management_key.create',
+    request: async () => {
+      const started = (await t.app.inject({ method: 'POST', url: '/api/v1/cli-logins', payload: { name: 'contract' } })).json();
+      const url = `/api/v1/cli-logins/${started.user_code}/approve`;
+      await t.app.inject({ method: 'POST', url, headers: callers.owner.headers, payload: { company_id: companyId } });
+      return { url: '/api/v1/cli-logins/token', payload: { device_code: started.device_code } };
+    },
+  },
+  {
+    // Last: the key revokes itself, and no case after it could use it.
+    route: 'DELETE /api/v1/cli-logins/current',
+    as: 'key',
+    action: 'management_key.revoke',
+    request: async () => ({ url: '/api/v1/cli-logins/current' }),
   },
 ];
 

@@ -81,6 +81,10 @@ const NEEDS: Record<string, Need> = {
   'POST /api/v1/deliveries/:delivery_id/replay': 'integrations:manage',
   'POST /api/v1/deliveries/replay': 'integrations:manage',
   'GET /api/v1/webhooks/feed': 'logs:read',
+  'GET /api/v1/cli-logins/:user_code': 'session',
+  'POST /api/v1/cli-logins/:user_code/approve': 'session',
+  'POST /api/v1/cli-logins/:user_code/deny': 'session',
+  'DELETE /api/v1/cli-logins/current': 'logs:read',
 };
 
 /** Routes reachable without credentials: no caller is tried on them (what they check is in their body). */
@@ -91,6 +95,8 @@ const PUBLIC: Record<string, string> = {
   'POST /api/v1/auth/password-reset/complete': 'spends the one-time reset token of its body (test/api/account.test.ts)',
   'POST /api/v1/invitations/lookup': 'reads the invitation its token names, nothing else (test/api/invitations.test.ts)',
   'POST /api/v1/invitations/accept': "spends the invitation its token names, for the caller's own account (test/api/invitations.test.ts)",
+  'POST /api/v1/cli-logins': 'starts a command-line sign-in, which belongs to no company until approved (test/api/cli-logins.test.ts)',
+  'POST /api/v1/cli-logins/token': 'collects the sign-in its device code names, approved by a member (test/api/cli-logins.test.ts)',
 };
 
 /**
@@ -99,7 +105,19 @@ const PUBLIC: Record<string, string> = {
  * but no positive control runs here, since each needs the person's password or an app's
  * code (test/api/account.test.ts runs them).
  */
-const PERSONAL = new Set(Object.entries(NEEDS).filter(([name, need]) => need === 'session' && name.includes('/account')).map(([name]) => name));
+const PERSONAL = new Set(
+  Object.entries(NEEDS)
+    .filter(([name, need]) => need === 'session' && (name.includes('/account') || name.includes('/cli-logins/')))
+    .map(([name]) => name),
+);
+
+/**
+ * Routes tried by no caller here, each with why and where it is tested. The one route a key
+ * revokes itself by would end B's key (or A's) for every case after it.
+ */
+const SELF: Record<string, string> = {
+  'DELETE /api/v1/cli-logins/current': 'revokes the calling key itself, nothing else (test/api/cli-logins.test.ts)',
+};
 
 /** Routes outside the matrix, each with why: none of them reads or changes a company's data. */
 const OUTSIDE: Array<[RegExp, string]> = [
@@ -113,6 +131,8 @@ const PARAMS: Record<string, (a: CompanyA, url: string) => string> = {
   integration_id: (a) => a.integration.integrationId,
   key_id: (a, url) => (url.startsWith('/api/v1/management-keys/') ? a.spareManagementKey.id : a.spareKey.id),
   user_id: (a) => a.spareMember.userId,
+  // A sign-in belongs to no company until approved: any code stands for one.
+  user_code: () => 'BCDF-GHJK',
   uuid: (a) => a.webhookUuid,
   invitation_id: (a) => a.invitationId,
   integration_key: (a) => a.integration.integrationKey,
@@ -140,6 +160,7 @@ const BODIES: Record<string, (world: IsolationWorld) => object> = {
   'PATCH /api/v1/destinations/:destination_id': () => ({ name: 'Changed by the isolation matrix' }),
   'POST /api/v1/destinations/:destination_id/send': (world) => ({ webhook_uuids: [world.a.webhookUuid] }),
   'POST /api/v1/deliveries/replay': (world) => ({ destination_id: world.a.destinationId }),
+  'POST /api/v1/cli-logins/:user_code/approve': (world) => ({ company_id: world.a.companyId }),
   'POST /api/webhooks/:integration_key': () => ({ event: 'isolation.probe', data: {} }),
   'POST /api/webhook/:integration_key': () => ({ event: 'isolation.probe', data: {} }),
 };
@@ -291,7 +312,7 @@ function matrix(): Case[] {
   const problems = tableProblems();
   if (problems.length > 0) throw new Error(`the matrix does not cover the route table:\n${problems.join('\n')}`);
   return routes
-    .filter((route) => !PUBLIC[route.name])
+    .filter((route) => !PUBLIC[route.name] && !SELF[route.name])
     .flatMap((route) => {
       const path = route.url.replace(/:([A-Za-z0-9_]+)/g, (_, param: string) => encodeURIComponent(PARAMS[param]!(world.a, route.url)));
       const payload = ['POST', 'PUT', 'PATCH'].includes(route.method) ? (BODIES[route.name]?.(world) ?? {}) : undefined;

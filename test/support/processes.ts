@@ -227,6 +227,8 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** Bound on waiting for GET /healthz. */
   readyTimeoutMs?: number;
+  /** The port to listen on (a restart keeps its address); a free one when absent. */
+  port?: number;
 }
 
 /** A running `node dist/main.js`, with its output captured. */
@@ -360,7 +362,7 @@ export function serverEnvFor(port: number, databaseUrl: string, extra: Record<st
 export async function startServer(options: StartOptions = {}): Promise<ServerProcess> {
   const databaseUrl = options.databaseUrl ?? `sqlite:${options.dbPath ?? join(makeTempDir(), 'intake.db')}`;
   for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
+    const port = options.port ?? (await freePort());
     const env = serverEnvFor(port, databaseUrl, options.env);
     const child = spawn(process.execPath, [SERVER_ENTRY], {
       cwd: ROOT,
@@ -379,7 +381,7 @@ export async function startServer(options: StartOptions = {}): Promise<ServerPro
       return server;
     } catch (error) {
       await server.kill();
-      if (attempt < 3 && /EADDRINUSE/.test(server.stderr + server.stdout)) continue;
+      if (attempt < 3 && options.port === undefined && /EADDRINUSE/.test(server.stderr + server.stdout)) continue;
       throw error;
     }
   }

@@ -3,6 +3,7 @@ import { Layout } from './components/layout';
 import { ErrorMessage, Loading } from './components/ui';
 import { AccountPage } from './pages/account';
 import { AuditLogPage } from './pages/audit-log';
+import { CliLoginPage } from './pages/cli-login';
 import { DestinationPage } from './pages/destination';
 import { DestinationsPage } from './pages/destinations';
 import { IntegrationPage } from './pages/integration';
@@ -50,6 +51,7 @@ function SignedInRoutes() {
   }
   return (
     <Routes>
+      <Route path="cli-login" element={<CliLoginPage />} />
       <Route element={<Layout />}>
         <Route index element={<Navigate to="/integrations" replace />} />
         <Route path="integrations" element={<IntegrationsPage />} />

@@ -14,6 +14,7 @@ import * as timeIndexesAscending from './0011-time-indexes-ascending.js';
 import * as redeliveries from './0012-redeliveries.js';
 import * as destinationRateSpacing from './0013-destination-rate-spacing.js';
 import * as traceIds from './0014-trace-ids.js';
+import * as cliLogins from './0015-cli-logins.js';
 
 export { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../dialect-types.js';
 
@@ -38,6 +39,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0012-redeliveries': redeliveries,
   '0013-destination-rate-spacing': destinationRateSpacing,
   '0014-trace-ids': traceIds,
+  '0015-cli-logins': cliLogins,
 };
 
 /** Every migration's name, in order: what a new database gets. */

@@ -41,5 +41,17 @@ export interface InvitationOffer {
   expires_at: string;
 }
 
+/** GET /cli-logins/:user_code: a command-line sign-in (`intake login`) for a signed-in person to approve or deny. */
+export interface CliLogin {
+  /** ABCD-EFGH, as the terminal shows it. */
+  user_code: string;
+  /** The machine's name; the key's, once approved. */
+  name: string;
+  requested_ip: string;
+  created_at: string;
+  expires_at: string;
+  state: 'pending' | 'approved' | 'denied' | 'issued';
+}
+
 /** The least a password must have (the API refuses shorter ones with a 400). */
 export const MIN_PASSWORD_LENGTH = 12;
