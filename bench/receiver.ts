@@ -25,14 +25,14 @@ export class Receiver {
   ) {}
 
   /** Installs nginx when missing (as the bench does wrk), starts it on a free port, resolves once it listens. */
-  static async start(workDir: string): Promise<Receiver> {
+  static async start(workDir: string, idHeader = 'webhook-id'): Promise<Receiver> {
     await ensureDebianPackage(NGINX, 'nginx-light', 'the destinations\' receiver');
     const port = await freePort();
     const arrivalsPath = `${workDir}/receiver-arrivals.log`;
     const logPath = `${workDir}/receiver.log`;
     writeFileSync(arrivalsPath, '');
     const configPath = `${workDir}/receiver-nginx.conf`;
-    writeFileSync(configPath, nginxConfig(workDir, port, arrivalsPath, logPath));
+    writeFileSync(configPath, nginxConfig(workDir, port, arrivalsPath, logPath, idHeader));
     const args = ['-p', workDir, '-c', configPath];
     // Ready once it answers; GETs are not logged as arrivals.
     const server = await startProcess(NGINX, args, process.env, { port, logPath, readyPath: '/', acceptAnyStatus: true });
@@ -47,7 +47,7 @@ export class Receiver {
     return lines;
   }
 
-  /** Each request received from the `from`-th on: its `webhook-id` and arrival (wall clock, ms). */
+  /** Each request received from the `from`-th on: its webhook id and arrival (wall clock, ms). */
   arrivals(from: number): { ids: string[]; arrivedAt: number[] } {
     const ids: string[] = [];
     const arrivedAt: number[] = [];
@@ -67,7 +67,7 @@ export class Receiver {
  * never closed by the receiver (the service's client keeps them), and bodies are read and
  * dropped (`return` discards them).
  */
-function nginxConfig(workDir: string, port: number, arrivalsPath: string, logPath: string): string {
+function nginxConfig(workDir: string, port: number, arrivalsPath: string, logPath: string, idHeader: string): string {
   return `
 daemon off;
 master_process off;
@@ -84,7 +84,7 @@ http {
   keepalive_requests 10000000;
   keepalive_timeout 300s;
   client_max_body_size 0;
-  log_format arrivals '$msec $http_webhook_id';
+  log_format arrivals '$msec $http_${idHeader.toLowerCase().replaceAll('-', '_')}';
   map $request_method $arrival { POST 1; default 0; }
   server {
     listen 127.0.0.1:${port} backlog=4096;

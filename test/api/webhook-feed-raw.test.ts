@@ -162,6 +162,17 @@ describe('the request as received, and the filters', () => {
     expect((await page(f.app, reader, `after=${first.next_cursor}&include=request`)).data.map((item) => item.uuid)).toEqual([sent[1]]);
   });
 
+  test("each item's own cursor resumes just after it, as next_cursor does after the last", async () => {
+    const start = await endOfFeed(f.app, reader);
+    const sent = [await sendEvent(f.app, tenant, 'c.one'), await sendEvent(f.app, tenant, 'c.two'), await sendEvent(f.app, tenant, 'c.three')];
+    const read = await page(f.app, reader, `after=${start}&include=request`);
+    expect(read.data.map((item) => item.uuid)).toEqual(sent);
+    const [first, second, third] = read.data as (Item & { cursor: string })[];
+    expect((await page(f.app, reader, `after=${first!.cursor}`)).data.map((item) => item.uuid)).toEqual(sent.slice(1));
+    expect((await page(f.app, reader, `after=${second!.cursor}`)).data.map((item) => item.uuid)).toEqual(sent.slice(2));
+    expect(third!.cursor).toBe(read.next_cursor);
+  });
+
   test('event patterns and repeated integration_id leave the others out of data and pass them', async () => {
     const second = await f.newTenant({ companyId: tenant.companyId });
     const third = await f.newTenant({ companyId: tenant.companyId });

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { CursorFile } from './cursor-file.js';
 import { errorCode, type Forwarder } from './forwarder.js';
 import { IntakeRefusal, type FeedQuery, type FeedStart, type FeedWebhook, type IntakeClient } from './intake-client.js';
+import { ReadPacer } from './read-pacer.js';
 import type { Report } from './report.js';
 import { CliError } from '../cli-error.js';
 
@@ -25,6 +26,8 @@ export interface ListenerParts {
   /** Seconds a read of the feed waits on the server (long polling). */
   waitSeconds?: number;
   pageSize?: number;
+  /** Keeps the reads under the key's API limit (default: 10 a second, bursts of 20). */
+  readPacer?: ReadPacer;
   /** Backoff between reconnection attempts: first, and most. */
   backoffMs?: { first: number; most: number };
   /** Called once the first read has answered: from then on nothing that commits is missed. */
@@ -82,8 +85,11 @@ export class Listener {
       this.#parts.startAt === 'resume' && saved ? { since: `listen last ran (${saved.savedAt.toISOString()})`, forwarded: 0 } : undefined;
     let lost: { at: number; attempts: number } | undefined;
     const pageSize = this.#parts.pageSize ?? 100;
+    const pacer = this.#parts.readPacer ?? new ReadPacer();
     while (!signal.aborted) {
       let page;
+      await pacer.take(signal);
+      if (signal.aborted) break;
       try {
         page = await this.#parts.client.feed(this.#query(start, away || !this.#following ? 0 : (this.#parts.waitSeconds ?? 25), pageSize), signal);
       } catch (error) {
