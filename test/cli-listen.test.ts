@@ -320,4 +320,6 @@ test('listen and intake killed with -9 during load, both restarted: every webhoo
     await server.kill();
     await handler.close();
   }
-});
+  // Two server starts, four CLI calls and the load: 16-19 s alone, over 30 s once in a full
+  // run on two busy cores; the wait for the handler above may take up to 60 s of its own.
+}, 120_000);

@@ -238,7 +238,8 @@ export async function deliveryRoutes(app: AppInstance, deps: ApiDeps): Promise<v
         summary: "A destination's health",
         description:
           'Attempts of the range (default: the last 24 hours; at most 31 days) with their outcome and latency, overall and by ' +
-          `bucket (\`bucket_seconds\` is chosen so that there are at most ${MAX_BUCKETS}; empty buckets are left out), and the ` +
+          `bucket (\`bucket_seconds\` is chosen so that there are at most ${MAX_BUCKETS}; buckets start on the clock, at multiples of ` +
+          '`bucket_seconds` since the epoch as usage\'s do, so the first may begin before `since`; empty buckets are left out), and the ' +
           `backlog now. A range of more than ${STATS_MAX_ATTEMPTS} attempts counts its newest ${STATS_MAX_ATTEMPTS} (\`truncated\`). ${busyText}`,
         params: DestinationParams,
         querystring: Type.Object({ since: Type.Optional(Since), until: Type.Optional(Until) }),

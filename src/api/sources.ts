@@ -2,6 +2,7 @@ import { Type } from 'typebox';
 import type { AppInstance } from '../app-instance.js';
 import { MAX_ROTATION_GRACE_SECONDS } from '../domain/api-key.js';
 import { AppError } from '../errors.js';
+import { sourceTestHeader } from '../intake/source-test-mark.js';
 import { PROVIDERS, providerFor } from '../sources/providers/index.js';
 import { DEFAULT_SECRET_OVERLAP_SECONDS } from '../services/management.js';
 import { managementFor, noContent, principalOf, type ApiDeps } from './context.js';
@@ -188,7 +189,8 @@ export async function sourceRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
         summary: 'Send a signed test webhook',
         description:
           "Signs a sample event with the source's newest secret exactly as the provider would, and sends it to the integration's " +
-          'address: it goes through verification and the request log like any webhook, and answers what the address answered.',
+          'address: it goes through verification and the request log like any webhook, and answers what the address answered. ' +
+          'The webhook is stored marked as a test (its headers carry `intake-test: source-test`) and is delivered to no destination.',
         params: IntegrationParams,
         response: {
           200: Type.Object({
@@ -216,7 +218,9 @@ export async function sourceRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
       const answer = await app.inject({
         method: 'POST',
         url: path + sample.query,
-        headers: { ...sample.headers, 'user-agent': 'intake-source-test' },
+        // The host its provider would name (not light-my-request's localhost:80), and the mark
+        // that makes it a test: stored and shown as one, delivered nowhere.
+        headers: { ...sample.headers, host: new URL(deps.config.baseUrl).host, 'user-agent': 'intake-source-test', ...sourceTestHeader() },
         payload: sample.body,
       });
       const parsed = parsedOrText(answer.body);

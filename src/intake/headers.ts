@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { SOURCE_TEST_HEADER } from './source-test-mark.js';
 
 /** Never stored: credentials, and hop-by-hop headers that say nothing about the webhook. */
 const NOT_KEPT = new Set([
@@ -14,14 +15,17 @@ const NOT_KEPT = new Set([
   'upgrade',
   'te',
   'trailer',
+  // Intake's own mark of a source test (source-test-mark.ts): a sender's is not kept.
+  SOURCE_TEST_HEADER,
 ]);
 
 /**
  * The headers stored with a webhook, as one JSON object: everything the sender sent
- * (signatures, event ids, user agent) except credentials and hop-by-hop headers.
+ * (signatures, event ids, user agent) except credentials and hop-by-hop headers, plus
+ * intake's own `marks`.
  */
-export function keptHeaders(headers: IncomingHttpHeaders): string {
-  const kept: Record<string, string> = {};
+export function keptHeaders(headers: IncomingHttpHeaders, marks?: Record<string, string>): string {
+  const kept: Record<string, string> = { ...marks };
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined || NOT_KEPT.has(name)) continue;
     kept[name] = Array.isArray(value) ? value.join(', ') : value;

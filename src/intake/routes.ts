@@ -36,6 +36,7 @@ import type { AuthFailureLimiter } from './auth-failures.js';
 import type { Authenticator } from './authenticate.js';
 import type { GroupCommitWriter } from './group-commit.js';
 import { keptHeaders } from './headers.js';
+import { isSourceTest, SOURCE_TEST_HEADER, SOURCE_TEST_STORED } from './source-test-mark.js';
 import type { LastUsedTracker } from './last-used.js';
 import type { RateLimiter } from './rate-limit.js';
 import { readBody } from './read-body.js';
@@ -345,6 +346,7 @@ async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyR
     }
   }
 
+  const test = isSourceTest(request.headers);
   const pending: PendingWebhook = {
     uuid: newWebhookUuid(),
     companyId: integration.companyId,
@@ -359,12 +361,13 @@ async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyR
     receivedAt: Date.now(),
     rawBody: webhook.raw,
     bodySha256: webhook.idempotencyKey === null ? null : hash('sha256', webhook.raw, 'hex'),
-    headers: keptHeaders(request.headers),
+    headers: keptHeaders(request.headers, test ? { [SOURCE_TEST_HEADER]: SOURCE_TEST_STORED } : undefined),
     sourceIp: request.ip,
     idempotencyKey: webhook.idempotencyKey,
     signatureClaim: webhook.signatureClaim,
     payloadFormat: webhook.format,
     log: pendingLogEntry(request),
+    ...(test && { sourceTest: true as const }),
   };
   const outcome = await deps.writer.submit(pending, request.trace);
   ctx.logged = true;

@@ -64,6 +64,8 @@ export interface PendingWebhook {
   payloadFormat?: PayloadFormat;
   /** This request's request-log row, but for what the transaction decides (see requestLogOf). */
   log: PendingLogEntry;
+  /** A source test's sample (src/intake/source-test-mark.ts): stored, but no deliveries. */
+  sourceTest?: true;
 }
 
 export type CommitOutcome =

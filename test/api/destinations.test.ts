@@ -526,6 +526,49 @@ describe('deliveries: lists, replays and sends', () => {
     expect(actions).toEqual(expect.arrayContaining(['destination.send', 'delivery.replay']));
   });
 
+  test("a source's test is stored marked as one, with the host intake is reached at, and delivered nowhere; a sender's mark is not kept", async () => {
+    const { destination } = await createDestination({ event_patterns: ['*'] });
+    const created = await api('POST', '/integrations', { name: 'GitHub, tested', source: { type: 'github' } });
+    expect(created.statusCode, created.body).toBe(201);
+    const sent = await api('POST', `/integrations/${created.json<Json>().integration.id}/source-test`);
+    expect(sent.json<Json>()).toMatchObject({ status: 202, answer: { uuid: expect.any(String) } });
+    const uuid = sent.json<Json>().answer.uuid as string;
+    const stored = (await api('GET', `/webhooks/${uuid}`)).json<Json>();
+    expect(stored.headers).toMatchObject({ 'intake-test': 'source-test', host: new URL(t.config.baseUrl).host, 'user-agent': 'intake-source-test' });
+
+    // A sender that marks its own webhook: the mark is dropped, and the webhook is delivered.
+    const forged = await sendWebhook(t.app, tenant.integrationKey, {
+      apiKey: tenant.apiKey,
+      body: JSON.stringify({ event: 'forged.test', data: {} }),
+      headers: { 'intake-test': 'source-test' },
+    });
+    expect(forged.statusCode).toBe(202);
+    const forgedUuid = forged.json<{ uuid: string }>().uuid;
+    expect((await api('GET', `/webhooks/${forgedUuid}`)).json<Json>().headers).not.toHaveProperty('intake-test');
+    const deliveries = (await deliveriesOf(`destination_id=${destination.id}`)).map((delivery) => delivery.webhook_uuid);
+    expect(deliveries).toContain(forgedUuid);
+    expect(deliveries).not.toContain(uuid);
+  });
+
+  test("stats: buckets start on the clock's minutes and hours, whatever the range's start", async () => {
+    const { destination } = await createDestination({ event_patterns: ['aligned.*'] }, headers, app);
+    await sendEvent('aligned.one', company, app);
+    const before = Date.now();
+    await attemptAll('succeeded', 10, app);
+    const after = Date.now();
+    // An hour (one-minute buckets) starting 30.5 s past a minute: a bucket counted from the
+    // range's start would be labelled a minute before the attempts it holds.
+    const since = Math.floor((before - 3_600_000) / 60_000) * 60_000 + 30_500;
+    const stats = await call('GET', `/destinations/${destination.id}/stats?since=${new Date(since).toISOString()}&until=${new Date(after + 60_000).toISOString()}`);
+    const body = stats.json<Json>();
+    expect(body.bucket_seconds).toBe(60);
+    expect(body.buckets).toHaveLength(1);
+    const start = Date.parse(body.buckets[0].start);
+    expect(start % 60_000).toBe(0);
+    expect(start).toBeGreaterThanOrEqual(Math.floor(before / 60_000) * 60_000);
+    expect(start).toBeLessThanOrEqual(Math.floor(after / 60_000) * 60_000);
+  });
+
   test('stats: outcomes, latency percentiles, buckets and backlog; ranges checked', async () => {
     const { destination } = await createDestination({ event_patterns: ['stats.*'] }, headers, app);
     for (let i = 0; i < 3; i++) await sendEvent('stats.ok', company, app);

@@ -187,6 +187,9 @@ describe('the account page, password reset and two-factor sign-in', { timeout: 1
     await list.waitFor();
     const codes = (await list.locator('code').allTextContents()).map((code) => code.trim());
     expect(codes).toHaveLength(10);
+    // It is on from the moment the codes show, and the card says so.
+    const card = page.getByRole('region', { name: 'Two-factor sign-in' });
+    expect(await card.locator('.company-card-header .badge').textContent()).toBe('on');
     await page.getByRole('button', { name: /^Copy the codes/ }).click();
     await expect.poll(() => page.evaluate<string>('navigator.clipboard.readText()')).toBe(codes.join('\n'));
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download as text' }).click()]);

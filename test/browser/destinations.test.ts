@@ -147,6 +147,9 @@ describe('destinations in the panel', { timeout: 180_000 }, () => {
     const firstRow = await deliveryRow(page, first);
     await expectState(firstRow, 'succeeded');
     await firstRow.getByText('200 OK').waitFor();
+    // The page keeps its live parts current: the last success shows without a reload.
+    const lastSuccess = settings.locator('dt', { hasText: 'Last success' }).locator('xpath=following-sibling::dd[1]');
+    await expect.poll(() => lastSuccess.textContent(), { timeout: 15_000 }).not.toBe('Never');
     expect(receiver.received).toHaveLength(1);
     const delivered = receiver.received[0]!;
     expect(headerValue(delivered.headers, 'authorization')).toBe('Bearer receiver-token');
@@ -173,6 +176,10 @@ describe('destinations in the panel', { timeout: 180_000 }, () => {
     await expect.poll(() => replayed.count(), { timeout: 20_000 }).toBe(1);
     await detail.locator('dl.details').getByText('succeeded', { exact: true }).waitFor();
     expect(await detail.locator('.attempts-table tbody tr', { hasText: '500 Internal Server Error' }).count()).toBeGreaterThanOrEqual(1);
+    // The failed attempts' retries are no longer to come: made, or replaced by the replay.
+    const nextAttempts = await detail.locator('.attempts-table tbody tr', { hasText: '500 Internal Server Error' }).locator('td:nth-child(5)').allTextContents();
+    expect(nextAttempts).toContain('Replaced by replay 1');
+    for (const text of nextAttempts) expect(text).toMatch(/^(Made|Replaced by replay 1)$/);
     await page.keyboard.press('Escape');
     await detail.waitFor({ state: 'detached' });
     await expectState(secondRow, 'succeeded');

@@ -121,11 +121,13 @@ describe('sources in the panel', { timeout: 120_000 }, () => {
     await outcome.waitFor();
     expect(await source.getByRole('status').filter({ hasText: /^Refused/ }).count()).toBe(0);
     const uuid = ((await outcome.getByRole('link').textContent()) ?? '').trim();
-    expect(await outcome.textContent()).toBe(`Accepted: webhook ${uuid}`);
+    expect(await outcome.textContent()).toBe(`Accepted: webhook ${uuid}. It is stored marked as a test and sent to no destination.`);
     await outcome.getByRole('link').click();
     await page.waitForURL((url) => url.pathname === '/admin/webhooks' && url.searchParams.get('webhook') === uuid);
     const viewer = page.getByRole('dialog', { name: 'Webhook details' });
     await viewer.locator('.viewer-event', { hasText: 'payment_intent.succeeded' }).waitFor();
+    // Marked as the test it is, wherever it is opened.
+    expect(await viewer.locator('.viewer-test').textContent()).toBe('Test');
     await page.keyboard.press('Escape');
     await page.locator(`tr[data-uuid="${uuid}"]`).getByText('payment_intent.succeeded').waitFor();
 

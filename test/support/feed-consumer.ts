@@ -14,6 +14,8 @@ export class FeedConsumer {
   private cursor: string | undefined;
   private stopping = false;
   private expected = 0;
+  /** The read in flight: a long poll, which stop() cuts short rather than wait out. */
+  private poll = new AbortController();
   private readonly done: Promise<void>;
 
   constructor(
@@ -35,6 +37,9 @@ export class FeedConsumer {
     this.expected = expected;
     setTimeout(() => (this.expected = 0), withinMs).unref();
     this.stopping = true;
+    // A waiting read would hold the stop for up to its 2 s; its page is not taken, so
+    // cutting it loses nothing (the next read starts from the same cursor, without waiting).
+    this.poll.abort();
     await this.done;
   }
 
@@ -49,14 +54,17 @@ export class FeedConsumer {
       const query = new URLSearchParams({ limit: '100', wait: this.stopping && this.counts.size >= this.expected ? '0' : '2' });
       if (this.cursor !== undefined) query.set('after', this.cursor);
       let page: { data: Array<{ uuid: string }>; next_cursor: string };
+      this.poll = new AbortController();
+      const cut = this.poll.signal;
       try {
         const response = await fetch(`${node.baseUrl}/api/v1/webhooks/feed?${query}`, {
           headers: { 'x-api-key': this.managementKey },
-          signal: AbortSignal.timeout(10_000),
+          signal: AbortSignal.any([cut, AbortSignal.timeout(10_000)]),
         });
         if (response.status !== 200) throw new Error(`feed answered ${response.status}: ${await response.text()}`);
         page = (await response.json()) as typeof page;
       } catch {
+        if (cut.aborted) continue;
         this.failures++;
         await sleep(50);
         continue;

@@ -28,7 +28,10 @@ export async function destinationStats(
 
   const buckets = new Map<number, { succeeded: number; failed: number; durations: number[] }>();
   for (const attempt of attempts) {
-    const start = query.since + Math.floor((Number(attempt.attempted_at) - query.since) / query.bucketMs) * query.bucketMs;
+    // On the clock (a multiple of the bucket since the epoch), as Usage's buckets are: a bar
+    // labelled 19:07 holds 19:07's attempts, whenever the range began.
+    const attemptedAt = Number(attempt.attempted_at);
+    const start = attemptedAt - (attemptedAt % query.bucketMs);
     const bucket = buckets.get(start) ?? { succeeded: 0, failed: 0, durations: [] };
     if (attempt.error === null) bucket.succeeded++;
     else bucket.failed++;

@@ -10,10 +10,13 @@ import type { PendingWebhook } from '../store.js';
  * destination of its company that it matches). Read here, in the transaction, rather than
  * from a cache: a destination created a moment before a webhook is committed gets it.
  * A destination that is paused or disabled gets its rows `held`, to be sent once resumed.
- * Returns the uuids of the webhooks that have a delivery due now (not held).
+ * A source test's sample gets none. Returns the uuids of the webhooks that have a delivery
+ * due now (not held).
  */
 export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly PendingWebhook[], writer: GroupRowWriter): Promise<Set<string>> {
   const due = new Set<string>();
+  // A source test's sample is for the panel, not for the company's systems.
+  accepted = accepted.filter((webhook) => webhook.sourceTest !== true);
   if (accepted.length === 0) return due;
   const companies = [...new Set(accepted.map((webhook) => webhook.companyId))];
   const destinations = await trx

@@ -81,3 +81,17 @@ export function usePagedList<T>(path: string, query: Record<string, string | num
     loadMore,
   };
 }
+
+/**
+ * Calls `refresh` every `ms` while the tab is visible: for the parts of a page that show
+ * live state (a destination's last success and backlog), as the webhook list's live tail
+ * keeps itself current.
+ */
+export function useEvery(ms: number, refresh: () => void): void {
+  const latest = useRef(refresh);
+  latest.current = refresh;
+  useEffect(() => {
+    const timer = setInterval(() => document.visibilityState === 'visible' && latest.current(), ms);
+    return () => clearInterval(timer);
+  }, [ms]);
+}

@@ -99,6 +99,14 @@ function WebhookBody({ webhook, integrationName }: { webhook: WebhookDetail; int
         <dt>Event</dt>
         <dd>
           <code className="viewer-event">{webhook.event}</code>
+          {webhook.headers['intake-test'] === 'source-test' && (
+            <>
+              {' '}
+              <span className="badge badge-info viewer-test" title="Sent by Send a test: stored like any webhook, delivered to no destination">
+                Test
+              </span>
+            </>
+          )}
         </dd>
         <dt>UUID</dt>
         <dd className="viewer-copy">

@@ -102,7 +102,7 @@ function DeliveryFacts({ delivery, manage, onReplayed }: { delivery: Delivery; m
           <>
             <dt>Next attempt</dt>
             <dd>
-              <Time iso={delivery.next_attempt_at} fallback="Now" />
+              <DueTime iso={delivery.next_attempt_at} />
             </dd>
           </>
         )}
@@ -174,7 +174,7 @@ function Attempts({ attempts, delivery }: { attempts: Attempt[]; delivery: Deliv
                 </td>
                 <td className="numeric">{formatMs(attempt.duration_ms)}</td>
                 <td>
-                  <Time iso={attempt.next_attempt_at} fallback="None" />
+                  <NextAttempt attempt={attempt} attempts={attempts} delivery={delivery} />
                 </td>
                 <td className="wrap attempt-response">
                   {attempt.response_excerpt ? (
@@ -193,6 +193,27 @@ function Attempts({ attempts, delivery }: { attempts: Attempt[]; delivery: Deliv
       </div>
     </section>
   );
+}
+
+/** A time a retry is due: "in 5 minutes", or "Due now" once it has passed (the attempt is on its way). */
+function DueTime({ iso }: { iso: string | null }) {
+  if (!iso || Date.parse(iso) <= Date.now()) return <span>Due now</span>;
+  return <Time iso={iso} />;
+}
+
+/**
+ * What became of the retry an attempt scheduled: made (a later attempt of its series),
+ * replaced (a replay began a new series after it), still to come, or none. Only the newest
+ * attempt of a pending delivery has a retry still to come.
+ */
+function NextAttempt({ attempt, attempts, delivery }: { attempt: Attempt; attempts: Attempt[]; delivery: Delivery }) {
+  if (!attempt.next_attempt_at) return <span className="muted">None</span>;
+  if (attempts.some((other) => other.series === attempt.series && other.number > attempt.number)) return <span className="muted">Made</span>;
+  const replays = attempts.filter((other) => other.series > attempt.series).map((other) => other.series);
+  if (delivery.series > attempt.series) replays.push(delivery.series);
+  if (replays.length > 0) return <span className="muted">Replaced by replay {numberFormat.format(Math.min(...replays))}</span>;
+  if (delivery.state !== 'pending') return <span className="muted">None</span>;
+  return <DueTime iso={attempt.next_attempt_at} />;
 }
 
 function preview(text: string): string {

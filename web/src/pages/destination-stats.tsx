@@ -150,7 +150,9 @@ function toBars(stats: DestinationStats): ChartBar[] {
   const byStart = new Map(stats.buckets.map((bucket) => [Date.parse(bucket.start), bucket]));
   const bars: ChartBar[] = [];
   const until = Date.parse(stats.until);
-  for (let start = Date.parse(stats.since); start < until && bars.length < 500; start += stepMs) {
+  // The API's buckets are on the clock: the first holds the range's start.
+  const first = Date.parse(stats.since) - (Date.parse(stats.since) % stepMs);
+  for (let start = first; start < until && bars.length < 500; start += stepMs) {
     const bucket = byStart.get(start);
     bars.push({
       key: String(start),

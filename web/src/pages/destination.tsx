@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router';
 import { api } from '../api/client';
-import { useApi } from '../api/use-api';
+import { useApi, useEvery } from '../api/use-api';
 import { ConfirmDialog, Field, FormDialog } from '../components/dialog';
 import { useIntegrations, type Integrations } from '../components/log-shared';
 import { ErrorMessage, Loading, PageHeader } from '../components/ui';
@@ -26,6 +26,8 @@ const OVERLAPS: { seconds: number; label: string }[] = [
   { seconds: 7 * 86400, label: '7 days' },
 ];
 const DEFAULT_OVERLAP = 86400;
+/** How often the destination and its health are read again while the page is open. */
+const LIVE_MS = 5000;
 
 /**
  * One destination: its settings (edit, pause, resume, rotate its secret, delete), why it
@@ -46,6 +48,13 @@ export function DestinationPage() {
   const [toggling, setToggling] = useState(false);
   // Bumped by whatever changes what the stats and deliveries show (resume, replay, send).
   const [version, setVersion] = useState(0);
+  // Bumped every LIVE_MS: the last success, the status and the health figures change on
+  // their own as deliveries go out (the deliveries list watches its own pending rows).
+  const [live, setLive] = useState(0);
+  useEvery(LIVE_MS, () => {
+    loaded.reload();
+    setLive((n) => n + 1);
+  });
 
   const destination =
     changed?.id === destinationId && loaded.data && changed.updated_at >= loaded.data.updated_at ? changed : loaded.data;
@@ -132,7 +141,7 @@ export function DestinationPage() {
 
       {can('logs:read') && (
         <>
-          <DestinationStatsCard destination={destination} version={version} />
+          <DestinationStatsCard destination={destination} version={version + live} />
           <DestinationDeliveries destination={destination} manage={manage} version={version} onChanged={() => setVersion((v) => v + 1)} />
         </>
       )}

@@ -149,7 +149,8 @@ function TestResult({ integrationId, outcome }: { integrationId: string; outcome
         Accepted
         {uuid ? (
           <>
-            : webhook <Link to={`/webhooks?${new URLSearchParams({ integration_id: integrationId, webhook: uuid })}`}>{uuid}</Link>
+            : webhook <Link to={`/webhooks?${new URLSearchParams({ integration_id: integrationId, webhook: uuid })}`}>{uuid}</Link>. It is
+            stored marked as a test and sent to no destination.
           </>
         ) : (
           ` (${outcome.status})`

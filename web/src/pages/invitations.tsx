@@ -122,8 +122,9 @@ export function InviteLinkDialog({ created, onClose }: { created: CreatedInvitat
     <Dialog title="Invitation created" onClose={onClose} wide>
       <div className="company-new-key invite-link">
         <p>
-          <strong>{invitation.email}</strong> is invited as <Badge tone={ROLE_TONES[invitation.role]}>{invitation.role}</Badge>. The
-          link works once and expires <Time iso={invitation.expires_at} /> ({new Date(invitation.expires_at).toUTCString()}).
+          {/* The badge is not followed by punctuation: its padding read as a stray space ("viewer ."). */}
+          <strong>{invitation.email}</strong> is invited as <Badge tone={ROLE_TONES[invitation.role]}>{invitation.role}</Badge> with a
+          link that works once and expires <Time iso={invitation.expires_at} /> ({new Date(invitation.expires_at).toUTCString()}).
         </p>
         {created.emailed ? (
           <p className="notice info invite-emailed" role="status">

@@ -49,7 +49,8 @@ export function TwoFactorCard({ account, onChanged }: { account: Account; onChan
     <section className="card company-card" aria-labelledby="two-factor-heading">
       <header className="company-card-header">
         <h2 id="two-factor-heading">Two-factor sign-in</h2>
-        {account.two_factor_enabled ? <Badge tone="good">on</Badge> : <Badge tone="warn">off</Badge>}
+        {/* On from the moment the codes are shown: enabling made them, before the account is read again. */}
+        {account.two_factor_enabled || stage.kind === 'codes' ? <Badge tone="good">on</Badge> : <Badge tone="warn">off</Badge>}
       </header>
       {notice && (
         <p className="notice info" role="status">
@@ -63,6 +64,7 @@ export function TwoFactorCard({ account, onChanged }: { account: Account; onChan
           onEnabled={(codes) => {
             setStage({ kind: 'codes', codes });
             reloadSession(); // the layout's two-factor banner reads the session
+            onChanged();
           }}
         />
       )}
