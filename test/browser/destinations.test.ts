@@ -167,6 +167,9 @@ describe('destinations in the panel', { timeout: 180_000 }, () => {
     const failedAttempt = detail.locator('.attempts-table tbody tr', { hasText: '500 Internal Server Error' }).first();
     await failedAttempt.waitFor();
     await failedAttempt.locator('summary', { hasText: 'receiver down' }).waitFor();
+    // At 1280 px the attempts fit the dialog: nothing to scroll sideways to.
+    const attemptsWrap = detail.locator('.table-wrap', { has: page.locator('.attempts-table') });
+    expect(await attemptsWrap.evaluate((wrap) => wrap.scrollWidth - wrap.clientWidth)).toBeLessThanOrEqual(0);
 
     // Fixed, and replayed from the panel: a new series that succeeds.
     answer = { status: 200, body: 'thanks' };
@@ -185,6 +188,21 @@ describe('destinations in the panel', { timeout: 180_000 }, () => {
     await expectState(secondRow, 'succeeded');
     const lastForSecond = receiver.received.filter((r) => headerValue(r.headers, 'webhook-id') === second).at(-1)!;
     expect(lastForSecond.headers['x-intake-attempt']).toBe('1');
+
+    // The webhook shows where it went, and its delivery there links back to the delivery.
+    await secondRow.click();
+    await detail.getByRole('link', { name: second }).click();
+    const viewer = page.getByRole('dialog', { name: 'Webhook details' });
+    const went = viewer.getByRole('region', { name: 'Deliveries' }).locator('tbody tr', { hasText: 'Order service' });
+    await went.waitFor();
+    await went.getByText('succeeded', { exact: true }).waitFor();
+    await went.getByText('200 OK').waitFor();
+    expect(await went.locator('td.numeric').textContent()).toContain('(replay 1)');
+    await went.getByRole('link', { name: 'Order service' }).click();
+    await page.waitForURL((url) => url.pathname === shared.destinationPath && url.searchParams.get('delivery') !== null);
+    await detail.locator('dl.details').getByText('Replay 1').waitFor();
+    await page.keyboard.press('Escape');
+    await detail.waitFor({ state: 'detached' });
 
     // Nothing failed for good, so a bulk replay has nothing to do.
     await page.getByRole('button', { name: 'Replay failed deliveries' }).click();

@@ -215,6 +215,42 @@ describe('the panel pages', { timeout: 120_000 }, () => {
     await context.close();
   });
 
+  test('on a phone, the navigation folds behind a Menu button and the charts keep readable labels', async () => {
+    const { page, problems, refusals, context } = await openTab(browser, server, { width: 390, height: 844 });
+    await signInThroughPanel(page, owner.email, owner.password);
+    await page.goto('/admin/usage');
+    await settled(page, /usage/i);
+    // The sidebar is one line at the top, not the first 300 px of every page.
+    expect((await page.locator('aside.sidebar').boundingBox())!.height).toBeLessThan(80);
+    const nav = page.getByRole('navigation', { name: 'Main' });
+    expect(await nav.isVisible()).toBe(false);
+    const menu = page.getByRole('button', { name: 'Menu', exact: true });
+    expect(await menu.getAttribute('aria-expanded')).toBe('false');
+    if (SCREENSHOTS) await page.screenshot({ path: join(ROOT, SCREENSHOTS, 'phone-usage.png'), fullPage: true });
+    await menu.click();
+    await nav.waitFor();
+    if (SCREENSHOTS) await page.screenshot({ path: join(ROOT, SCREENSHOTS, 'phone-menu.png') });
+    expect(await page.getByRole('button', { name: 'Close menu' }).getAttribute('aria-expanded')).toBe('true');
+    await nav.getByRole('link', { name: 'Webhooks' }).click();
+    await settled(page, /webhooks/i);
+    expect(await nav.isVisible()).toBe(false);
+
+    // Charts are drawn for their width: their labels keep their size (they were 5 px here).
+    await page.goto('/admin/usage');
+    await settled(page, /usage/i);
+    const tick = page.locator('.chart-tick').first();
+    await tick.waitFor();
+    expect((await tick.boundingBox())!.height).toBeGreaterThanOrEqual(9);
+    expect(await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth')).toBeLessThanOrEqual(1);
+
+    // At 1280 px the navigation is always there, and there is no Menu button.
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await nav.waitFor();
+    expect(await menu.isVisible()).toBe(false);
+    expectClean(problems, refusals);
+    await context.close();
+  });
+
   test('the sign-in page before anyone signs in', async () => {
     const { page, problems, refusals, context } = await openTab(browser, server);
     await page.goto('/admin/integrations');

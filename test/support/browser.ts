@@ -101,7 +101,8 @@ export async function signInThroughPanel(page: Page, email: string, password: st
   await page.getByLabel('Email').fill(email);
   await page.getByLabel('Password').fill(password);
   await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('navigation', { name: 'Main' }).waitFor();
+  // The sidebar, not its navigation: on a phone that is folded behind the Menu button.
+  await page.locator('aside.sidebar').waitFor();
 }
 
 /** The row of the page's table that holds `text`. */

@@ -1,4 +1,4 @@
-import { useId, type ReactNode } from 'react';
+import { useCallback, useId, useState, type ReactNode } from 'react';
 import '../pages/logs.css';
 
 /**
@@ -25,18 +25,45 @@ export interface ChartBar {
   values: Record<string, number | null>;
 }
 
+/** The drawing's width until the chart has been measured; then its own width in pixels. */
 const WIDTH = 800;
 const HEIGHT = 240;
 const MARGIN = { left: 44, right: 8, top: 10, bottom: 26 };
 const MAX_LABELS = 8;
+/** Room a time label needs on the axis, in pixels. */
+const LABEL_WIDTH = 64;
+
+/**
+ * The chart's width in CSS pixels, measured as it changes: the drawing is made for that
+ * width (one unit a pixel), so its labels keep their size on a phone instead of shrinking
+ * with a scaled drawing (5 px at 390 px wide), and fewer time labels are shown where fewer fit.
+ */
+function useChartWidth(): { ref: (element: HTMLElement | null) => void; width: number } {
+  const [width, setWidth] = useState(WIDTH);
+  const ref = useCallback((element: HTMLElement | null) => {
+    if (!element) return;
+    const measure = () => {
+      const measured = Math.round(element.getBoundingClientRect().width);
+      if (measured > 0) setWidth(measured);
+    };
+    measure();
+    const observer = new ResizeObserver(measure);
+    observer.observe(element);
+    // React 19 calls a ref's returned function when the element goes.
+    return () => observer.disconnect();
+  }, []);
+  return { ref, width };
+}
 
 /** One bar per bucket, its series stacked; the table adds each bucket's total. */
 export function StackedBarChart({ title, series, bars }: { title: string; series: ChartSeries[]; bars: ChartBar[] }) {
   const totals = bars.map((bar) => series.reduce((sum, s) => sum + (bar.values[s.key] ?? 0), 0));
-  const frame = chartFrame(bars.length, Math.max(1, ...totals));
+  const { ref, width } = useChartWidth();
+  const frame = chartFrame(bars.length, Math.max(1, ...totals), width);
   const barWidth = frame.slot >= 4 ? Math.min(frame.slot * 0.8, 48) : frame.slot;
   return (
     <ChartFigure
+      figureRef={ref}
       title={title}
       series={series}
       bars={bars}
@@ -83,14 +110,15 @@ export function StackedBarChart({ title, series, bars }: { title: string; series
 export function LineChart({ title, series, bars, unit }: { title: string; series: ChartSeries[]; bars: ChartBar[]; unit: string }) {
   const present = (bar: ChartBar, key: string) => (typeof bar.values[key] === 'number' ? bar.values[key] : undefined);
   const highest = Math.max(1, ...bars.flatMap((bar) => series.map((s) => present(bar, s.key) ?? 0)));
-  const frame = chartFrame(bars.length, highest);
+  const { ref, width } = useChartWidth();
+  const frame = chartFrame(bars.length, highest, width);
   const withUnit = (value: number) => `${value.toLocaleString('en')} ${unit}`;
   const cell = (bar: ChartBar, s: ChartSeries) => {
     const value = present(bar, s.key);
     return value === undefined ? '—' : withUnit(value);
   };
   return (
-    <ChartFigure title={title} series={series} bars={bars} frame={frame} table={{ values: cell }}>
+    <ChartFigure figureRef={ref} title={title} series={series} bars={bars} frame={frame} table={{ values: cell }}>
       <g className="chart-lines">
         {series.map((s) => (
           <g key={s.key} className={`chart-line ${s.className}`} data-series={s.key}>
@@ -116,6 +144,8 @@ export function LineChart({ title, series, bars, unit }: { title: string; series
 }
 
 interface Frame {
+  /** Of the drawing, in its units (CSS pixels once measured). */
+  width: number;
   step: number;
   slot: number;
   /** The middle of bucket `index`. */
@@ -123,13 +153,14 @@ interface Frame {
   y(value: number): number;
 }
 
-function chartFrame(count: number, highest: number): Frame {
-  const plotWidth = WIDTH - MARGIN.left - MARGIN.right;
+function chartFrame(count: number, highest: number, width: number): Frame {
+  const plotWidth = width - MARGIN.left - MARGIN.right;
   const plotHeight = HEIGHT - MARGIN.top - MARGIN.bottom;
   const step = niceStep(highest / 4);
   const top = step * 4;
   const slot = count === 0 ? plotWidth : plotWidth / count;
   return {
+    width,
     step,
     slot,
     x: (index) => MARGIN.left + index * slot + slot / 2,
@@ -154,6 +185,7 @@ function runs(bars: ChartBar[], keep: (bar: ChartBar) => boolean): number[][] {
 
 /** The frame every chart shares: grid and axis, time labels, legend, and the numbers as a table. */
 function ChartFigure({
+  figureRef,
   title,
   series,
   bars,
@@ -161,6 +193,7 @@ function ChartFigure({
   table,
   children,
 }: {
+  figureRef: (element: HTMLElement | null) => void;
   title: string;
   series: ChartSeries[];
   bars: ChartBar[];
@@ -170,21 +203,22 @@ function ChartFigure({
   children: ReactNode;
 }) {
   const titleId = useId();
-  const labelEvery = Math.max(1, Math.ceil(bars.length / MAX_LABELS));
+  const labels = Math.max(2, Math.min(MAX_LABELS, Math.floor((frame.width - MARGIN.left) / LABEL_WIDTH)));
+  const labelEvery = Math.max(1, Math.ceil(bars.length / labels));
   // Empty buckets stay out of the table: it lists what happened.
   const rows = bars
     .map((bar, index) => ({ bar, index }))
     .filter(({ bar, index }) => (table.total ? table.total(index) > 0 : series.some((s) => typeof bar.values[s.key] === 'number')));
   return (
-    <figure className="chart">
-      <svg className="chart-svg" viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-labelledby={titleId} preserveAspectRatio="xMidYMid meet">
+    <figure className="chart" ref={figureRef}>
+      <svg className="chart-svg" viewBox={`0 0 ${frame.width} ${HEIGHT}`} role="img" aria-labelledby={titleId} preserveAspectRatio="xMidYMid meet">
         <title id={titleId}>{title}</title>
         <g className="chart-grid">
           {[0, 1, 2, 3, 4].map((i) => (
             <g key={i}>
               <line
                 x1={MARGIN.left}
-                x2={WIDTH - MARGIN.right}
+                x2={frame.width - MARGIN.right}
                 y1={frame.y(frame.step * i)}
                 y2={frame.y(frame.step * i)}
                 className={i === 0 ? 'chart-axis' : 'chart-gridline'}

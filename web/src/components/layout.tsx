@@ -1,4 +1,5 @@
-import { Navigate, NavLink, Outlet, useMatch } from 'react-router';
+import { useEffect, useState } from 'react';
+import { Navigate, NavLink, Outlet, useLocation, useMatch } from 'react-router';
 import { useSession, type Permission } from '../session';
 
 const NAV: { to: string; label: string; needs: Permission }[] = [
@@ -25,6 +26,11 @@ export function Layout() {
   const { session, company, role, can, twoFactorSetupRequired, switchCompany, signOut } = useSession();
   const onAccount = useMatch('/account') !== null;
   const environment = session.environment;
+  // On a phone the navigation folds behind a Menu button (CSS shows the button below 760 px
+  // only), so the sidebar does not take the top of every page; a page chosen closes it.
+  const [menuOpen, setMenuOpen] = useState(false);
+  const { pathname } = useLocation();
+  useEffect(() => setMenuOpen(false), [pathname]);
   return (
     <div className={`shell env-${environment}`}>
       <a className="skip-link" href="#main">
@@ -35,42 +41,55 @@ export function Layout() {
         {environment === 'production' ? ' — changes here affect live traffic.' : ' environment'}
       </div>
       <aside className="sidebar">
-        <div className="brand">intake</div>
-        {session.companies.length > 1 ? (
-          <label className="company-switcher">
-            <span className="visually-hidden">Company</span>
-            <select value={company?.id} onChange={(event) => switchCompany(event.target.value)}>
-              {session.companies.map((c) => (
-                <option key={c.id} value={c.id}>
-                  {c.name}
-                </option>
-              ))}
-            </select>
-          </label>
-        ) : (
-          <div className="company-name">{company?.name ?? 'No company'}</div>
-        )}
-        <nav aria-label="Main">
-          {NAV.filter((item) => can(item.needs)).map((item) => (
-            <NavLink key={item.to} to={item.to}>
-              {item.label}
+        <div className="sidebar-top">
+          <div className="brand">intake</div>
+          {session.companies.length > 1 ? (
+            <label className="company-switcher">
+              <span className="visually-hidden">Company</span>
+              <select value={company?.id} onChange={(event) => switchCompany(event.target.value)}>
+                {session.companies.map((c) => (
+                  <option key={c.id} value={c.id}>
+                    {c.name}
+                  </option>
+                ))}
+              </select>
+            </label>
+          ) : (
+            <div className="company-name">{company?.name ?? 'No company'}</div>
+          )}
+          <button
+            type="button"
+            className="button small menu-button"
+            aria-expanded={menuOpen}
+            aria-controls="sidebar-menu"
+            onClick={() => setMenuOpen((open) => !open)}
+          >
+            {menuOpen ? 'Close menu' : 'Menu'}
+          </button>
+        </div>
+        <div id="sidebar-menu" className={menuOpen ? 'sidebar-menu open' : 'sidebar-menu'}>
+          <nav aria-label="Main">
+            {NAV.filter((item) => can(item.needs)).map((item) => (
+              <NavLink key={item.to} to={item.to}>
+                {item.label}
+              </NavLink>
+            ))}
+          </nav>
+          <div className="account">
+            <div className="account-email" title={session.user.email}>
+              {session.user.email}
+            </div>
+            <div className="muted small">{role ?? 'no role'}</div>
+            <NavLink className="button ghost small" to="/account">
+              Account
             </NavLink>
-          ))}
-        </nav>
-        <div className="account">
-          <div className="account-email" title={session.user.email}>
-            {session.user.email}
+            <button type="button" className="button ghost small" onClick={() => void signOut()}>
+              Sign out
+            </button>
+            <button type="button" className="button ghost small" onClick={() => void signOut(true)}>
+              Sign out everywhere
+            </button>
           </div>
-          <div className="muted small">{role ?? 'no role'}</div>
-          <NavLink className="button ghost small" to="/account">
-            Account
-          </NavLink>
-          <button type="button" className="button ghost small" onClick={() => void signOut()}>
-            Sign out
-          </button>
-          <button type="button" className="button ghost small" onClick={() => void signOut(true)}>
-            Sign out everywhere
-          </button>
         </div>
       </aside>
       <main id="main" className="content" tabIndex={-1}>

@@ -1,4 +1,4 @@
-import { useMemo, useRef, useState, type KeyboardEvent } from 'react';
+import { useMemo, useRef, useState, type KeyboardEvent, type ReactNode } from 'react';
 import { Link } from 'react-router';
 import { api } from '../api/client';
 import { useApi } from '../api/use-api';
@@ -28,12 +28,15 @@ export function WebhookViewer({
   integrationName,
   onNewer,
   onOlder,
+  related,
 }: {
   uuid: string;
   onClose(): void;
   integrationName?(id: string): string | undefined;
   onNewer?: () => void;
   onOlder?: () => void;
+  /** Shown under the facts: what became of the webhook (its deliveries, on the webhooks page). */
+  related?: (webhook: WebhookDetail) => ReactNode;
 }) {
   const webhook = useApi(() => {
     const read = readAhead.get(uuid);
@@ -57,7 +60,7 @@ export function WebhookViewer({
       ) : !webhook.data || webhook.data.uuid !== uuid ? (
         <Loading label="Loading the webhook…" />
       ) : (
-        <WebhookBody webhook={webhook.data} integrationName={integrationName} />
+        <WebhookBody webhook={webhook.data} integrationName={integrationName} related={related} />
       )}
     </Dialog>
   );
@@ -70,7 +73,15 @@ const TABS: { id: Tab; label: string }[] = [
   { id: 'raw', label: 'Raw body' },
 ];
 
-function WebhookBody({ webhook, integrationName }: { webhook: WebhookDetail; integrationName?(id: string): string | undefined }) {
+function WebhookBody({
+  webhook,
+  integrationName,
+  related,
+}: {
+  webhook: WebhookDetail;
+  integrationName?(id: string): string | undefined;
+  related?: (webhook: WebhookDetail) => ReactNode;
+}) {
   const [tab, setTab] = useState<Tab>('payload');
   const tabs = useRef<(HTMLButtonElement | null)[]>([]);
   const parsed = useMemo<{ ok: true; value: unknown } | { ok: false }>(() => {
@@ -128,6 +139,7 @@ function WebhookBody({ webhook, integrationName }: { webhook: WebhookDetail; int
         <dt>Size</dt>
         <dd>{formatBytes(size)}</dd>
       </dl>
+      {related?.(webhook)}
 
       <div className="tabs" role="tablist" aria-label="Webhook views">
         {TABS.map((t, index) => (

@@ -14,6 +14,7 @@ import { EmptyState, ErrorMessage, Loading, PageHeader, numberFormat } from '../
 import { readAhead, WebhookViewer } from '../components/webhook-viewer';
 import { useSession } from '../session';
 import { UrlIntegration, type Integration } from './integration-shared';
+import { WebhookDeliveries } from './webhook-deliveries';
 import './logs.css';
 
 /** What one search request reads at most (docs/api.md): a page may hold fewer matches. */
@@ -251,6 +252,7 @@ function WebhookLog({ integration: named }: { integration: Integration | undefin
           integrationName={integrations.nameOf}
           onNewer={newer && (() => update({ webhook: newer.uuid }))}
           onOlder={older && (() => update({ webhook: older.uuid }))}
+          related={(webhook) => <WebhookDeliveries uuid={webhook.uuid} sourceTest={webhook.headers['intake-test'] === 'source-test'} />}
         />
       )}
     </div>
