@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import fastifyCookie from '@fastify/cookie';
 import Fastify, {
   LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -14,6 +13,7 @@ import { apiV1Routes } from './api/index.js';
 import { registerOpenApi } from './api/openapi.js';
 import type { Config } from './config.js';
 import { DeliveryMarks, ORIGIN_KEY_PURPOSE } from './domain/delivery-loop.js';
+import { newTimeOrderedId } from './domain/ids.js';
 import type { SecretBox } from './domain/secret-box.js';
 import { AppError, ERRORS, errorBody, type ErrorCode } from './errors.js';
 import { addSecurityHeaders, clientErrorHandler, hardenedServerFactory, securityHeaders } from './http-hardening.js';
@@ -97,7 +97,9 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     loggerInstance: logger as FastifyBaseLogger,
     // Every request to an integration lands in the request log table; stdout gets errors.
     logController: new LogController({ disableRequestLogging: true }),
-    genReqId: () => randomUUID(),
+    // The request log's id (req_…): the same in an error's request_id, the panel, the log
+    // lines and the Requests search. Time-ordered, so the log's rows land in order.
+    genReqId: () => newTimeOrderedId('req', Date.now()),
     // Header size, timeouts, URL length and the connection cap: see http-hardening.ts.
     serverFactory: hardenedServerFactory(config, shedBeforeRouting(admission, metrics)),
     clientErrorHandler,

@@ -277,7 +277,7 @@ describe('the admission gate over TCP', () => {
         error: 'Service unavailable',
         message: 'The service is overloaded; retry later.',
         code: 'service_unavailable',
-        request_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+        request_id: expect.stringMatching(/^req_[0-9A-Za-z]{22}$/),
       });
       expect(refusal!.headers).toMatchObject({
         'content-type': 'application/json; charset=utf-8',

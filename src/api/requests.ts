@@ -1,10 +1,19 @@
 import { Type } from 'typebox';
 import type { AppInstance } from '../app-instance.js';
-import { ERRORS, type ErrorCode } from '../errors.js';
+import { timeOfTimeOrderedId } from '../domain/ids.js';
+import { AppError, ERRORS, type ErrorCode } from '../errors.js';
 import type { RequestLogEntry } from '../store/store.js';
 import { principalOf, type ApiDeps } from './context.js';
 import { ERROR_RESPONSES, Id, Page, PageQuery, Timestamp, iso, pageOf } from './schemas.js';
 import { parseOptionalTime } from '../domain/time.js';
+
+/**
+ * Where a request found by id may lie, around the time its id was made: a request's record
+ * is stamped when it began (refused ones) or when its body had come and passed its checks
+ * (a stored webhook's), within the 30 s a request may take.
+ */
+const ID_WINDOW_BEFORE_MS = 1_000;
+const ID_WINDOW_AFTER_MS = 60_000;
 
 const NullableString = (description: string) => Type.Union([Type.String(), Type.Null()], { description });
 
@@ -46,6 +55,12 @@ export async function requestLogRoutes(app: AppInstance, deps: ApiDeps): Promise
           'refused, with why; newest first. `since` is inclusive, `until` exclusive.',
         querystring: Type.Object({
           ...PageQuery,
+          id: Type.Optional(
+            Type.String({
+              maxLength: 40,
+              description: 'One request by its id (`req_…`), the `request_id` of the answer its sender got. Other filters still apply.',
+            }),
+          ),
           integration_id: Type.Optional(Id('int', "Only this integration's requests.")),
           status_class: Type.Optional(
             Type.Union([Type.Literal('2xx'), Type.Literal('4xx'), Type.Literal('5xx')], {
@@ -68,6 +83,15 @@ export async function requestLogRoutes(app: AppInstance, deps: ApiDeps): Promise
     async (request) => {
       const { companyId } = principalOf(request);
       const query = request.query;
+      const range = { since: parseOptionalTime(query.since, 'since'), until: parseOptionalTime(query.until, 'until') };
+      if (query.id !== undefined) {
+        // The id says when the request began (a time-ordered id): the read takes the time
+        // index over the minute after it instead of looking at every row for the id.
+        const began = timeOfTimeOrderedId(query.id, 'req');
+        if (began === undefined) throw new AppError('invalid_request', 'id must be a request id (req_…).', { field: 'id' });
+        range.since = Math.max(range.since ?? 0, began - ID_WINDOW_BEFORE_MS);
+        range.until = Math.min(range.until ?? Number.MAX_SAFE_INTEGER, began + ID_WINDOW_AFTER_MS);
+      }
       const page = await pageOf(
         query,
         (rows) =>
@@ -77,8 +101,9 @@ export async function requestLogRoutes(app: AppInstance, deps: ApiDeps): Promise
             keyId: query.key_id,
             errorCode: query.error_code,
             status: query.status_class === undefined ? undefined : STATUS_CLASSES[query.status_class],
-            since: parseOptionalTime(query.since, 'since'),
-            until: parseOptionalTime(query.until, 'until'),
+            id: query.id,
+            since: range.since,
+            until: range.until,
           }),
         (last) => ({ at: last.receivedAt, id: last.id }),
       );

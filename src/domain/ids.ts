@@ -55,6 +55,15 @@ export function toBase62(value: number, width: number): string {
   return out.padStart(width, '0');
 }
 
+/** When a time-ordered id (newTimeOrderedId) was made, in ms; undefined for any other string. */
+export function timeOfTimeOrderedId(id: string, prefix: IdPrefix): number | undefined {
+  const match = new RegExp(`^${prefix}_([0-9A-Za-z]{8})[0-9A-Za-z]{14}$`).exec(id);
+  if (!match) return undefined;
+  let value = 0;
+  for (const character of match[1]!) value = value * 62 + BASE62.indexOf(character);
+  return value;
+}
+
 export type IdPrefix = 'cmp' | 'usr' | 'int' | 'key' | 'req' | 'aud' | 'inv' | 'sec' | 'dst' | 'dlv' | 'att';
 
 /** A new id with its type prefix, as Stripe and Svix do: `int_4Fh2…`. */

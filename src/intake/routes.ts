@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { Scope } from '../domain/api-key.js';
 import { decodeCursor, encodeCursor } from '../domain/cursor.js';
-import { newTimeOrderedId, newWebhookUuid } from '../domain/ids.js';
+import { newWebhookUuid } from '../domain/ids.js';
 import {
   isJsonContentType,
   MAX_EVENT_LENGTH,
@@ -467,9 +467,9 @@ function pendingLogEntry(request: FastifyRequest): PendingLogEntry {
   const ctx = context(request);
   const userAgent = request.headers['user-agent'];
   return {
-    // Time-ordered: each commit's rows land at the end of the table's key, not on as many
-    // pages of it as there are rows.
-    id: newTimeOrderedId('req', ctx.receivedAt),
+    // The request's own id (app.ts's genReqId), which its answer's request_id and the log
+    // lines carry: time-ordered, so each commit's rows land at the end of the table's key.
+    id: request.id,
     companyId: ctx.integration!.companyId,
     integrationId: ctx.integration!.id,
     receivedAt: ctx.receivedAt,

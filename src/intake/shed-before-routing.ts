@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { newTimeOrderedId } from '../domain/ids.js';
 import { writeErrorAnswer, type EarlyAnswer } from '../http-hardening.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { OVERLOADED, type AdmissionGate } from './admission.js';
@@ -21,7 +21,7 @@ export function shedBeforeRouting(gate: AdmissionGate, metrics: Pick<Metrics, 'a
     const prefix = WEBHOOK_POST_PATH.exec(request.url ?? '')?.[1];
     if (prefix === undefined || gate.admit()) return false;
     const startedAt = performance.now();
-    writeErrorAnswer(response, OVERLOADED, { requestId: randomUUID() });
+    writeErrorAnswer(response, OVERLOADED, { requestId: newTimeOrderedId('req', Date.now()) });
     const route = `${prefix}/:integration_key`;
     metrics.answered(route, 'POST', OVERLOADED.status, (performance.now() - startedAt) / 1000, OVERLOADED.code);
     metrics.webhookAnswered(route, 'POST', OVERLOADED.status, OVERLOADED.code, undefined);

@@ -203,6 +203,8 @@ export interface WebhookPage<W extends WebhookSummary = WebhookSummary> {
 export interface RequestLogQuery {
   limit: number;
   cursor?: PageCursor;
+  /** One request, by its id (req_…); pass a time range around the id's time too, so the read takes the time index. */
+  id?: string;
   integrationId?: string;
   keyId?: string;
   errorCode?: string;

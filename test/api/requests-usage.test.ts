@@ -161,6 +161,33 @@ describe('GET /api/v1/requests', () => {
     expect(malformed.statusCode).toBe(400);
   });
 
+  test("one id for a request: a refusal's request_id is the id the log lists, and ?id= finds it", async () => {
+    // A company of its own, so the counts of the other tests stay as they are.
+    const own = await t.newTenant();
+    const ownKey = await managementKey(t, own.companyId);
+    const refused = await sendWebhook(t.app, own.integrationKey, { apiKey: 'not-a-key', body: '{"event":"x","data":{}}' });
+    expect(refused.statusCode).toBe(401);
+    const requestId = refused.json<{ request_id: string }>().request_id;
+    expect(requestId).toMatch(/^req_[0-9A-Za-z]{22}$/);
+    const found = await waitFor(async () => {
+      const listed = await rows(`&id=${requestId}`, ownKey);
+      return listed.length > 0 ? listed : undefined;
+    }, 'the refused request in the log');
+    expect(found).toHaveLength(1);
+    expect(found[0]).toMatchObject({ id: requestId, status: 401, error_code: 'invalid_api_key' });
+    expect((await rows('', ownKey)).map((row) => row.id)).toEqual([requestId]);
+
+    // A stored webhook's record is found by its id too; an id of nothing finds nothing.
+    const stored = (await rows('&status_class=2xx')).find((row) => row.status === 202)!;
+    expect(await rows(`&id=${stored.id}`)).toEqual([stored]);
+    expect(await rows(`&id=req_${'0'.repeat(22)}`)).toEqual([]);
+    // Another company's request is not found by its id.
+    expect(await rows(`&id=${requestId}`)).toEqual([]);
+    const malformed = await get('/requests?id=nope');
+    expect(malformed.statusCode).toBe(400);
+    expect(malformed.json()).toMatchObject({ field: 'id' });
+  });
+
   test('pages by cursor without gaps or repeats', async () => {
     const seen: Row[] = [];
     let cursor: string | null = null;

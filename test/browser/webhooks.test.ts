@@ -235,8 +235,10 @@ describe('panel: webhooks, requests and usage', { timeout: 120_000 }, () => {
     await close();
   });
 
-  it('lists refused requests with the reason, and filters them by status', async () => {
-    expect((await send({ event: 'order.created' }, 'whk_dev_thisIsNotAValidKeyAtAll000000000000')).status).toBe(401);
+  it('lists refused requests with the reason, filters them by status, and finds one by the request_id its sender got', async () => {
+    const wrongKey = await send({ event: 'order.created' }, 'whk_dev_thisIsNotAValidKeyAtAll000000000000');
+    expect(wrongKey.status).toBe(401);
+    const requestId = ((await wrongKey.json()) as { request_id: string }).request_id;
     expect((await send('not json at all')).status).toBe(400);
     const { page, problems, refusals, close } = await signedInTab();
     await page.goto('/admin/requests');
@@ -264,8 +266,17 @@ describe('panel: webhooks, requests and usage', { timeout: 120_000 }, () => {
     const details = page.getByRole('dialog', { name: 'Request details' });
     await details.getByText('invalid_api_key').waitFor();
     await details.getByText('None stored').waitFor();
+    await details.getByText(requestId).first().waitFor();
     await page.keyboard.press('Escape');
     await details.waitFor({ state: 'detached' });
+
+    // One id: the request_id of the answer is the log's, and the search box finds it.
+    await page.getByLabel('Status').selectOption('');
+    await page.getByLabel('Request ID').fill(requestId);
+    await page.getByLabel('Request ID').press('Enter');
+    await expect.poll(() => new URL(page.url()).searchParams.get('id')).toBe(requestId);
+    await expect.poll(() => page.locator('tbody tr').count()).toBe(1);
+    expect(await page.locator('tbody tr').first().textContent()).toContain('invalid_api_key');
     expectClean(problems, refusals);
     await close();
   });

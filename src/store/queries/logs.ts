@@ -91,6 +91,7 @@ export async function listCompanyRequestLog(
   // Each half's newest page, then the newest of both: each half reads at most a page of its index.
   const pages = (may202 ? [others, accepted] : [others]).map((half) => {
     let select = half.selectAll();
+    if (query.id !== undefined) select = select.where('id', '=', query.id);
     if (query.integrationId !== undefined) select = select.where('integration_id', '=', query.integrationId);
     if (query.keyId !== undefined) select = select.where('key_id', '=', query.keyId);
     if (query.errorCode !== undefined) select = select.where('error_code', '=', query.errorCode);

@@ -69,21 +69,49 @@ export function RequestsPage() {
   );
 }
 
+/**
+ * Finds one request by the id its sender was answered with (`request_id`, req_…), the id
+ * the list and the logs show. Applied on Enter or when the field is left.
+ */
+function RequestIdSearch({ value, onChange }: { value: string | undefined; onChange(id: string | undefined): void }) {
+  const [text, setText] = useState(value ?? '');
+  const apply = () => {
+    const id = text.trim();
+    if (id !== (value ?? '')) onChange(id === '' ? undefined : id);
+  };
+  return (
+    <Field label="Request ID">
+      <input
+        type="search"
+        className="mono"
+        placeholder="req_…"
+        value={text}
+        onChange={(e) => setText(e.target.value)}
+        onBlur={apply}
+        onKeyDown={(e) => e.key === 'Enter' && apply()}
+        spellCheck={false}
+      />
+    </Field>
+  );
+}
+
 function RequestLog() {
   const [params, update] = useQueryState();
   const integrationId = param(params, 'integration_id');
   const statusClass = param(params, 'status_class');
   const errorCode = param(params, 'error_code');
   const keyId = param(params, 'key_id');
+  const requestId = param(params, 'id');
   const [refresh, setRefresh] = useState(0);
   const range = useTimeRange(params, refresh);
   const integrations = useIntegrations();
-  const narrowed = statusClass !== undefined || errorCode !== undefined || keyId !== undefined || range.since !== undefined || range.until !== undefined;
+  const narrowed =
+    requestId !== undefined || statusClass !== undefined || errorCode !== undefined || keyId !== undefined || range.since !== undefined || range.until !== undefined;
 
   const list = usePagedList<RequestRecord>(
     '/requests',
-    { integration_id: integrationId, status_class: statusClass, error_code: errorCode, key_id: keyId, since: range.since, until: range.until },
-    [integrationId, statusClass, errorCode, keyId, range.since, range.until, refresh],
+    { id: requestId, integration_id: integrationId, status_class: statusClass, error_code: errorCode, key_id: keyId, since: range.since, until: range.until },
+    [requestId, integrationId, statusClass, errorCode, keyId, range.since, range.until, refresh],
   );
   const keyLabel = useKeyLabels(useMemo(() => (list.data ?? []).map((r) => r.integration_id), [list.data]));
   const [selected, setSelected] = useState<RequestRecord>();
@@ -111,6 +139,7 @@ function RequestLog() {
       />
 
       <div className="toolbar log-filters" role="search" aria-label="Filter requests">
+        <RequestIdSearch value={requestId} onChange={(id) => update({ id })} />
         <IntegrationSelect integrations={integrations} value={integrationId} onChange={(id) => update({ integration_id: id, key_id: undefined })} />
         <Field label="Status">
           <select value={statusClass ?? ''} onChange={(e) => update({ status_class: e.target.value || undefined })}>
@@ -146,7 +175,9 @@ function RequestLog() {
           <button
             type="button"
             className="button ghost"
-            onClick={() => update({ status_class: undefined, error_code: undefined, key_id: undefined, range: undefined, since: undefined, until: undefined })}
+            onClick={() =>
+              update({ id: undefined, status_class: undefined, error_code: undefined, key_id: undefined, range: undefined, since: undefined, until: undefined })
+            }
           >
             Clear filters
           </button>
