@@ -140,22 +140,30 @@ export async function deliveryRoutes(app: AppInstance, deps: ApiDeps): Promise<v
         description:
           'A new series for each of its deliveries that match the filters (`since` and `until` on when the delivery was made), ' +
           `oldest first, at most ${MAX_PER_CALL} per call: \`more\` says to call again (from \`next_since\` when given). ` +
-          'Left out: cancelled deliveries, pending ones (their series is still running: replay one by its id to restart it) and ' +
+          'Left out: cancelled deliveries, pending ones (their series is still running) unless `state` is `pending`, which ' +
+          'retries now those failing and waiting for their next attempt (at least one attempt made, none in flight), and ' +
           `those replayed less than ${DEFAULT_REPLAY_COOLDOWN_MS / 1000} s ago, so a repeated call sends nothing twice. ` +
           `One replay or send per company at a time (429 redelivery_busy with Retry-After otherwise); each delivery replayed ` +
           `takes one of the company's budget (${budgetText}; 429 redelivery_budget_spent once spent).`,
         body: Type.Object({
           destination_id: Id('dst'),
           state: Type.Optional(
-            Type.Union(DeliveryStateSchema.anyOf, { description: 'Only deliveries in this state: held, succeeded or failed (pending and cancelled ones are never replayed in bulk: 400).' }),
+            Type.Union(DeliveryStateSchema.anyOf, {
+              description:
+                'Only deliveries in this state: held, succeeded or failed; `pending`: retry now those failing and waiting for their next attempt. Cancelled ones are never replayed (400).',
+            }),
           ),
           event: Type.Optional(Event),
           since: Type.Optional(Since),
           until: Type.Optional(Until),
+          dry_run: Type.Optional(
+            Type.Boolean({ description: 'Replay nothing: `would_replay` says how many this call would take now, to say so before it runs.' }),
+          ),
         }),
         response: {
           200: Type.Object({
             replayed: Type.Integer(),
+            would_replay: Type.Optional(Type.Integer({ description: 'With `dry_run`: how many this call would replay now (`more`: and more after them).' })),
             more: Type.Boolean(),
             next_since: Type.Optional(Type.String({ format: 'date-time', description: 'Where the next call should start its range.' })),
           }),
@@ -173,6 +181,10 @@ export async function deliveryRoutes(app: AppInstance, deps: ApiDeps): Promise<v
         since: parseOptionalTime(body.since, 'since'),
         until: parseOptionalTime(body.until, 'until'),
       };
+      if (body.dry_run === true) {
+        const preview = await deps.redeliveries.preview(companyId, filter);
+        return { replayed: 0, would_replay: preview.count, more: preview.more };
+      }
       const outcome = await deps.redeliveries.replay(companyId, filter, actor);
       return { replayed: outcome.count, more: outcome.more, ...(outcome.nextSince !== undefined && { next_since: iso(outcome.nextSince) }) };
     },

@@ -141,8 +141,8 @@ export class Redeliveries {
 
   /**
    * A new series for up to MAX_PER_CALL of one destination's deliveries that match the
-   * filter, oldest first: not cancelled, not pending, not replayed in the last
-   * `cooldownMs`.
+   * filter, oldest first: not cancelled, not pending (but with `state: 'pending'`, those
+   * failing and waiting for a retry: "retry now"), not replayed in the last `cooldownMs`.
    */
   async replay(companyId: string, filter: ReplayFilter, actor: Actor): Promise<RedeliveryOutcome> {
     if (filter.state !== undefined) replayableState(filter.state);
@@ -154,10 +154,23 @@ export class Redeliveries {
         const scan = await this.boundedRead(companyId, () => this.store.scanReplay(companyId, filter, startedBefore, limit, REPLAY_SCAN_ROWS));
         return { items: scan.items.map((item) => ({ value: item.id, at: item.createdAt })), more: scan.more, nextSince: scan.nextSince };
       },
-      step: (lease, ids, finish) => this.store.replayStep(companyId, lease, ids, startedBefore, finish),
+      step: (lease, ids, finish) => this.store.replayStep(companyId, lease, ids, startedBefore, finish, filter.state),
       audit: (at) => audit(actor, 'delivery.replay', 'destination', filter.destinationId, at, { ...filter }),
       countKey: 'replayed',
     });
+  }
+
+  /**
+   * How many deliveries a replay with this filter would take if called now (at most
+   * MAX_PER_CALL; `more` when the read stopped before the end of the range), to say so
+   * before it runs. Only a bounded read: no lease, no budget, no change.
+   */
+  async preview(companyId: string, filter: ReplayFilter): Promise<{ count: number; more: boolean }> {
+    if (filter.state !== undefined) replayableState(filter.state);
+    await this.requireDestination(companyId, filter.destinationId);
+    const startedBefore = this.now() - this.cooldownMs;
+    const scan = await this.boundedRead(companyId, () => this.store.scanReplay(companyId, filter, startedBefore, MAX_PER_CALL, REPLAY_SCAN_ROWS));
+    return { count: scan.items.length, more: scan.more };
   }
 
   /**
@@ -291,19 +304,17 @@ function busy(retryAfterMs: number): AppError {
   return new AppError('redelivery_busy', undefined, { retryAfterSeconds: seconds(retryAfterMs) });
 }
 
-/** A state a bulk replay may filter on: pending deliveries are in a series already, cancelled ones cannot be replayed. */
+/**
+ * A state a bulk replay may filter on. `pending` retries now the deliveries failing and
+ * waiting for their next attempt (queries/redeliveries.ts's bulkReplayable); cancelled ones
+ * cannot be replayed.
+ */
 function replayableState(state: string): DeliveryState {
   if (!(DELIVERY_STATES as readonly string[]).includes(state)) {
     throw new AppError('invalid_request', `The state must be one of ${DELIVERY_STATES.join(', ')}.`, { field: 'state' });
   }
-  if (state === 'pending' || state === 'cancelled') {
-    throw new AppError(
-      'invalid_request',
-      state === 'pending'
-        ? 'Pending deliveries are still in their series of attempts: a bulk replay leaves them to it. Replay one by its id to start it again now.'
-        : 'Cancelled deliveries belonged to a deleted destination and cannot be replayed.',
-      { field: 'state' },
-    );
+  if (state === 'cancelled') {
+    throw new AppError('invalid_request', 'Cancelled deliveries belonged to a deleted destination and cannot be replayed.', { field: 'state' });
   }
   return state as DeliveryState;
 }

@@ -7,6 +7,7 @@ import type {
   Delivery,
   DeliveryAttempt,
   DeliveryBacklog,
+  DeliveryState,
   DeliveryQuery,
   Destination,
   DestinationChanges,
@@ -116,7 +117,15 @@ export interface DestinationStore {
    * as many as the budget allows, under the operation's lease (renewed). With `finish`, the
    * operation's audit record is written and its lease freed in the same transaction.
    */
-  replayStep(companyId: string, lease: RedeliveryLease, ids: readonly string[], startedBefore: number, finish?: RedeliveryFinish): Promise<RedeliveryStep>;
+  replayStep(
+    companyId: string,
+    lease: RedeliveryLease,
+    ids: readonly string[],
+    startedBefore: number,
+    finish: RedeliveryFinish | undefined,
+    /** The filter's state: `pending` retries the failing ones now (see queries/redeliveries.ts's bulkReplayable). */
+    state?: DeliveryState,
+  ): Promise<RedeliveryStep>;
   /** One transaction of a bulk send: deliveries for those of `webhooks` that still have none, as replayStep. */
   sendStep(companyId: string, lease: RedeliveryLease, webhooks: readonly SendCandidate[], finish?: RedeliveryFinish): Promise<RedeliveryStep>;
   /** Ends a bulk operation that stopped before its last step: its audit record, if it made anything, and its lease freed. */

@@ -526,6 +526,36 @@ describe('deliveries: lists, replays and sends', () => {
     expect(actions).toEqual(expect.arrayContaining(['destination.send', 'delivery.replay']));
   });
 
+  test('retry now (state pending): the failing deliveries waiting for a retry start again now; one never attempted, or settled, is left', async () => {
+    const { destination } = await createDestination({ event_patterns: ['retrying.*'] });
+    const failing = [await sendEvent('retrying.one'), await sendEvent('retrying.two')];
+    await attemptAll('retry', 30);
+    const waiting = await sendEvent('retrying.fresh');
+    const before = await deliveriesOf(`destination_id=${destination.id}`);
+    const byUuid = (rows: Json[], uuid: string) => rows.find((row) => row.webhook_uuid === uuid)!;
+    for (const uuid of failing) {
+      expect(byUuid(before, uuid)).toMatchObject({ state: 'pending', attempts: 1, series: 0 });
+      expect(Date.parse(byUuid(before, uuid).next_attempt_at)).toBeGreaterThan(Date.now());
+    }
+
+    // Said beforehand, changing nothing.
+    const preview = await api('POST', '/deliveries/replay', { destination_id: destination.id, state: 'pending', dry_run: true });
+    expect(preview.json()).toEqual({ replayed: 0, would_replay: 2, more: false });
+    expect(await deliveriesOf(`destination_id=${destination.id}`)).toEqual(before);
+
+    const retried = await api('POST', '/deliveries/replay', { destination_id: destination.id, state: 'pending' });
+    expect(retried.statusCode, retried.body).toBe(200);
+    expect(retried.json()).toMatchObject({ replayed: 2, more: false });
+    const after = await deliveriesOf(`destination_id=${destination.id}`);
+    for (const uuid of failing) {
+      expect(byUuid(after, uuid)).toMatchObject({ state: 'pending', attempts: 0, series: 1 });
+      expect(Date.parse(byUuid(after, uuid).next_attempt_at)).toBeLessThanOrEqual(Date.now());
+    }
+    expect(byUuid(after, waiting)).toMatchObject({ series: 0, attempts: 0 });
+    // At once again: nothing twice (the replay's cooldown).
+    expect((await api('POST', '/deliveries/replay', { destination_id: destination.id, state: 'pending' })).json()).toMatchObject({ replayed: 0 });
+  });
+
   test("a source's test is stored marked as one, with the host intake is reached at, and delivered nowhere; a sender's mark is not kept", async () => {
     const { destination } = await createDestination({ event_patterns: ['*'] });
     const created = await api('POST', '/integrations', { name: 'GitHub, tested', source: { type: 'github' } });

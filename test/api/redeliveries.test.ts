@@ -77,6 +77,9 @@ test('many bulk replays and sends of one company at once: one runs, the others g
   await t.database.query(`update deliveries set state = 'failed', next_attempt_at = null where destination_id = '${destinationId}'`);
   const again = await call('/deliveries/replay', { destination_id: destinationId });
   expect([again.status, again.body.replayed]).toEqual([200, 0]);
+  // Retry now takes pending ones only, and these are failed: none.
   const pending = await call('/deliveries/replay', { destination_id: destinationId, state: 'pending' });
-  expect([pending.status, pending.body.field]).toEqual([400, 'state']);
+  expect([pending.status, pending.body.replayed]).toEqual([200, 0]);
+  const cancelled = await call('/deliveries/replay', { destination_id: destinationId, state: 'cancelled' });
+  expect([cancelled.status, cancelled.body.field]).toEqual([400, 'state']);
 });

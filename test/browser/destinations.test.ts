@@ -162,6 +162,23 @@ describe('destinations in the panel', { timeout: 180_000 }, () => {
     const second = await sendWebhook('order.cancelled', { id: 2 });
     const secondRow = await deliveryRow(page, second);
     await expect.poll(() => secondRow.textContent(), { timeout: 15_000 }).toContain('500 Internal Server Error');
+
+    // Retry now says beforehand how many it takes: the one failing and waiting for a retry
+    // (opened again should its retry be under way at that moment, when it does not count).
+    const retryDialog = page.getByRole('dialog', { name: 'Retry failing deliveries now' });
+    await expect
+      .poll(
+        async () => {
+          await page.getByRole('button', { name: 'Retry failing now' }).click();
+          await retryDialog.locator('.bulk-count').waitFor();
+          const count = await retryDialog.locator('.bulk-count').textContent();
+          await retryDialog.getByRole('button', { name: 'Cancel' }).click();
+          await retryDialog.waitFor({ state: 'detached' });
+          return count;
+        },
+        { timeout: 15_000 },
+      )
+      .toBe('1 delivery');
     await secondRow.click();
     const detail = page.getByRole('dialog', { name: 'Delivery details' });
     const failedAttempt = detail.locator('.attempts-table tbody tr', { hasText: '500 Internal Server Error' }).first();
@@ -206,7 +223,9 @@ describe('destinations in the panel', { timeout: 180_000 }, () => {
 
     // Nothing failed for good, so a bulk replay has nothing to do.
     await page.getByRole('button', { name: 'Replay failed deliveries' }).click();
-    await page.getByRole('dialog', { name: 'Replay failed deliveries' }).getByRole('button', { name: 'Replay failed deliveries' }).click();
+    const replayDialog = page.getByRole('dialog', { name: 'Replay failed deliveries' });
+    await replayDialog.locator('.bulk-count', { hasText: '0 failed deliveries' }).waitFor();
+    await replayDialog.getByRole('button', { name: 'Replay failed deliveries' }).click();
     await page.getByRole('status').filter({ hasText: 'Replayed 0 failed deliveries' }).waitFor();
 
     // The webhook stored before the destination existed is sent on request.

@@ -7,6 +7,7 @@ import type {
   Delivery,
   DeliveryAttempt,
   DeliveryBacklog,
+  DeliveryState,
   DeliveryQuery,
   Destination,
   DestinationChanges,
@@ -91,8 +92,15 @@ export class KyselyDestinationStore extends KyselyStoreBase implements Destinati
   scanSend(companyId: string, destinationId: string, selection: SendSelection, limit: number): Promise<SendScan> {
     return redeliveries.scanSend(this.db, companyId, destinationId, selection, limit);
   }
-  replayStep(companyId: string, lease: RedeliveryLease, ids: readonly string[], startedBefore: number, finish?: RedeliveryFinish): Promise<RedeliveryStep> {
-    return redeliveries.replayStep(this.db, this.types, companyId, lease, ids, startedBefore, finish);
+  replayStep(
+    companyId: string,
+    lease: RedeliveryLease,
+    ids: readonly string[],
+    startedBefore: number,
+    finish: RedeliveryFinish | undefined,
+    state?: DeliveryState,
+  ): Promise<RedeliveryStep> {
+    return redeliveries.replayStep(this.db, this.types, companyId, lease, ids, startedBefore, finish, state);
   }
   sendStep(companyId: string, lease: RedeliveryLease, webhooks: readonly SendCandidate[], finish?: RedeliveryFinish): Promise<RedeliveryStep> {
     return redeliveries.sendStep(this.db, this.types, this.groupRows, companyId, lease, webhooks, finish);

@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Selectable } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely, type Selectable } from 'kysely';
 import { matchesEvent } from '../../domain/event-patterns.js';
 import { newTimeOrderedId } from '../../domain/ids.js';
 import type { DialectTypes } from '../migrations/index.js';
@@ -56,6 +56,20 @@ function newSeries(active: boolean, at: number) {
     series_started_at: at,
     updated_at: at,
   };
+}
+
+/**
+ * What a bulk replay takes: deliveries held or settled (succeeded, failed), for a new
+ * series; or, asked for `pending` ones ("retry now"), those failing and waiting for their
+ * next retry: at least one attempt made and none in flight (an attempt under way finishes
+ * first: taking it would send twice at once). Never cancelled ones, nor pending ones whose
+ * first attempt is still to come.
+ */
+export function bulkReplayable(state: string | undefined) {
+  return (eb: ExpressionBuilder<Database, 'deliveries'>) =>
+    state === 'pending'
+      ? eb.and([eb('state', '=', 'pending'), eb('attempts', '>', 0), eb('lease_token', 'is', null)])
+      : eb('state', 'not in', ['cancelled', 'pending']);
 }
 
 /**
@@ -242,7 +256,9 @@ export async function replayStep(
   lease: RedeliveryLease,
   ids: readonly string[],
   startedBefore: number,
-  finish?: RedeliveryFinish,
+  finish: RedeliveryFinish | undefined,
+  /** The replay's `state` filter: `pending` takes the failing ones waiting for a retry (bulkReplayable). */
+  state?: string,
 ): Promise<RedeliveryStep> {
   return inStep(db, types, companyId, lease, async (trx, context) => {
     // Locked in id order, as every other writer of many deliveries locks them: two
@@ -256,7 +272,7 @@ export async function replayStep(
           .where('company_id', '=', companyId)
           .where('destination_id', '=', lease.destinationId)
           .where('id', 'in', [...ids])
-          .where('state', 'not in', ['cancelled', 'pending'])
+          .where(bulkReplayable(state))
           .where(notReplayedSince(startedBefore))
           .orderBy('id'),
       )
@@ -356,7 +372,7 @@ export async function scanReplay(
   const boundary = boundaryRow === undefined ? undefined : Number(boundaryRow.created_at);
   let select = ofDestination()
     .select(['id', 'created_at'])
-    .where('state', 'not in', ['cancelled', 'pending'])
+    .where(bulkReplayable(filter.state))
     .where(notReplayedSince(startedBefore));
   // The window ends before the boundary's millisecond, unless that is where it starts (then it takes that millisecond whole).
   if (boundary !== undefined) select = boundary === filter.since ? select.where('created_at', '<=', boundary) : select.where('created_at', '<', boundary);

@@ -1,18 +1,21 @@
 import { useState } from 'react';
 import { api } from '../api/client';
+import { useApi } from '../api/use-api';
 import { Field, FormDialog } from '../components/dialog';
 import { fromLocalInput, toLocalInput } from '../components/list-controls';
 import { ErrorMessage, numberFormat } from '../components/ui';
 import type { Destination } from './destination-shared';
 
 /**
- * A destination's bulk actions: replaying its failed deliveries, and sending it webhooks
- * stored before it existed. Each answers how many it took and whether more matched than
- * one call takes, in which case the notice offers the next batch.
+ * A destination's bulk actions: retrying now the deliveries that are failing and waiting for
+ * their next attempt, replaying its failed deliveries (the dead letter: they gave up), and
+ * sending it webhooks stored before it existed. The two replays say beforehand how many they
+ * will take (a dry run); each answers how many it took and whether more matched than one
+ * call takes, in which case the notice offers the next batch.
  */
 
 /** A bulk action's request, kept to ask for the next batch when more matched than one call takes. */
-type BulkRequest = { kind: 'replay'; body: Record<string, unknown> } | { kind: 'send'; body: Record<string, unknown> };
+type BulkRequest = { kind: 'replay' | 'retry' | 'send'; body: Record<string, unknown> };
 /** What a bulk action answered, said above the list until the next one. */
 type BulkAnswer = { replayed?: number; created?: number; skipped?: number; more: boolean; next_since?: string };
 
@@ -24,7 +27,7 @@ export function useBulkActions(destination: Destination, onDone: () => void) {
   const [dialog, setDialog] = useState<BulkRequest['kind']>();
   const [result, setResult] = useState<{ request: BulkRequest; answer: BulkAnswer }>();
   const run = async (request: BulkRequest) => {
-    const path = request.kind === 'replay' ? '/deliveries/replay' : `/destinations/${destination.id}/send`;
+    const path = request.kind === 'send' ? `/destinations/${destination.id}/send` : '/deliveries/replay';
     const answer = await api.post<BulkAnswer>(path, request.body);
     setDialog(undefined);
     setResult({ request, answer });
@@ -39,6 +42,8 @@ export function useBulkActions(destination: Destination, onDone: () => void) {
     dialog:
       dialog === 'replay' ? (
         <ReplayFailedDialog destination={destination} onClose={close} run={(body) => run({ kind: 'replay', body })} />
+      ) : dialog === 'retry' ? (
+        <RetryNowDialog destination={destination} onClose={close} run={(body) => run({ kind: 'retry', body })} />
       ) : dialog === 'send' ? (
         <SendStoredDialog destination={destination} onClose={close} run={(body) => run({ kind: 'send', body })} />
       ) : null,
@@ -71,13 +76,15 @@ function BulkNotice({ kind, answer, again }: { kind: BulkRequest['kind']; answer
         <span>
           {kind === 'replay'
             ? `Replayed ${plural(answer.replayed, 'failed delivery', 'failed deliveries')}: each starts a new series of attempts.`
-            : `Created ${plural(answer.created, 'delivery', 'deliveries')} for stored webhooks` +
+            : kind === 'retry'
+              ? `Retried ${plural(answer.replayed, 'failing delivery', 'failing deliveries')} now: each starts a new series of attempts.`
+              : `Created ${plural(answer.created, 'delivery', 'deliveries')} for stored webhooks` +
               (answer.skipped ? `; ${plural(answer.skipped, 'webhook', 'webhooks')} already had one.` : '.')}
           {answer.more && ' More matched than one call takes.'}
         </span>
         {answer.more && (
           <button type="button" className="button small" onClick={() => void next()} disabled={busy}>
-            {kind === 'replay' ? 'Replay the next batch' : 'Send the next batch'}
+            {kind === 'send' ? 'Send the next batch' : kind === 'retry' ? 'Retry the next batch' : 'Replay the next batch'}
           </button>
         )}
       </div>
@@ -100,6 +107,49 @@ function RangeFields({ since, until, onChange }: { since: string; until: string;
   );
 }
 
+/** What a replay with `body` would take now, read by a dry run as the dialog opens: "3 deliveries", "10,000 or more". */
+function WouldTake({ body, noun }: { body: Record<string, unknown>; noun: [string, string] }) {
+  const preview = useApi(
+    () => api.post<{ would_replay: number; more: boolean }>('/deliveries/replay', { ...body, dry_run: true }),
+    [JSON.stringify(body)],
+  );
+  if (preview.error) return <span className="muted">(the count could not be read: {preview.error.message})</span>;
+  if (!preview.data) return <span className="muted">Counting…</span>;
+  const { would_replay: count, more } = preview.data;
+  return (
+    <strong className="bulk-count">
+      {numberFormat.format(count)}
+      {more ? ' or more' : ''} {count === 1 && !more ? noun[0] : noun[1]}
+    </strong>
+  );
+}
+
+/**
+ * Deliveries that failed and wait for their next retry ("pending" with attempts), sent again
+ * now as a new series, instead of at the next step of their schedule.
+ */
+function RetryNowDialog({
+  destination,
+  onClose,
+  run,
+}: {
+  destination: Destination;
+  onClose(): void;
+  run(body: Record<string, unknown>): Promise<void>;
+}) {
+  const body = { destination_id: destination.id, state: 'pending' };
+  return (
+    <FormDialog title="Retry failing deliveries now" submitLabel="Retry now" onClose={onClose} onSubmit={() => run(body)}>
+      <p>
+        This retries <WouldTake body={body} noun={['delivery', 'deliveries']} /> of <strong>{destination.name}</strong> now: those that
+        failed and are waiting for their next attempt. Each starts a new series of attempts
+        {destination.status === 'active' ? ' at once' : ' once the destination is resumed'}; an attempt under way finishes first.
+      </p>
+      <p className="muted small">Deliveries that gave up after their last retry are failed: replay those with Replay failed deliveries.</p>
+    </FormDialog>
+  );
+}
+
 function ReplayFailedDialog({
   destination,
   onClose,
@@ -110,8 +160,8 @@ function ReplayFailedDialog({
   run(body: Record<string, unknown>): Promise<void>;
 }) {
   const [range, setRange] = useState({ since: '', until: '' });
-  const submit = () =>
-    run({ destination_id: destination.id, state: 'failed', since: fromLocalInput(range.since), until: fromLocalInput(range.until) });
+  const body = { destination_id: destination.id, state: 'failed', since: fromLocalInput(range.since), until: fromLocalInput(range.until) };
+  const submit = () => run(body);
   return (
     <FormDialog title="Replay failed deliveries" submitLabel="Replay failed deliveries" onClose={onClose} onSubmit={submit}>
       <p>
@@ -121,6 +171,9 @@ function ReplayFailedDialog({
       </p>
       <RangeFields since={range.since} until={range.until} onChange={(since, until) => setRange({ since, until })} />
       <p className="muted small">Leave both empty to replay every failed delivery.</p>
+      <p>
+        It will replay <WouldTake body={body} noun={['failed delivery', 'failed deliveries']} />.
+      </p>
     </FormDialog>
   );
 }

@@ -75,6 +75,9 @@ export function DestinationDeliveries({
         <div className="actions">
           {manage && (
             <>
+              <button type="button" className="button" onClick={() => bulk.open('retry')}>
+                Retry failing now
+              </button>
               <button type="button" className="button" onClick={() => bulk.open('replay')}>
                 Replay failed deliveries
               </button>
