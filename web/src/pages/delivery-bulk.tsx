@@ -50,6 +50,9 @@ export function useBulkActions(destination: Destination, onDone: () => void) {
   };
 }
 
+/** What each bulk action's dialog is given: `run` makes the call (and closes the dialog once it answers). */
+type BulkDialogProps = { destination: Destination; onClose(): void; run(body: Record<string, unknown>): Promise<void> };
+
 /** The same request again; a send goes on from where the last call stopped reading. */
 function nextBatch(request: BulkRequest, answer: BulkAnswer): BulkRequest {
   return answer.next_since ? { ...request, body: { ...request.body, since: answer.next_since } } : request;
@@ -132,11 +135,7 @@ function RetryNowDialog({
   destination,
   onClose,
   run,
-}: {
-  destination: Destination;
-  onClose(): void;
-  run(body: Record<string, unknown>): Promise<void>;
-}) {
+}: BulkDialogProps) {
   const body = { destination_id: destination.id, state: 'pending' };
   return (
     <FormDialog title="Retry failing deliveries now" submitLabel="Retry now" onClose={onClose} onSubmit={() => run(body)}>
@@ -154,11 +153,7 @@ function ReplayFailedDialog({
   destination,
   onClose,
   run,
-}: {
-  destination: Destination;
-  onClose(): void;
-  run(body: Record<string, unknown>): Promise<void>;
-}) {
+}: BulkDialogProps) {
   const [range, setRange] = useState({ since: '', until: '' });
   const body = { destination_id: destination.id, state: 'failed', since: fromLocalInput(range.since), until: fromLocalInput(range.until) };
   const submit = () => run(body);
@@ -182,11 +177,7 @@ function SendStoredDialog({
   destination,
   onClose,
   run,
-}: {
-  destination: Destination;
-  onClose(): void;
-  run(body: Record<string, unknown>): Promise<void>;
-}) {
+}: BulkDialogProps) {
   const createdAt = Date.parse(destination.created_at);
   // The inputs hold whole minutes: the end is the minute after the creation, so nothing
   // received in its last seconds is left out (what came after already has a delivery).
