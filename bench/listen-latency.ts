@@ -19,6 +19,7 @@ import { cpus, tmpdir } from 'node:os';
 import { parseArgs } from 'node:util';
 import { createBenchDatabase, type BenchDatabase } from './bench-database.js';
 import { smallEventBody } from './event-body.js';
+import { median } from './closed-loop.js';
 import { AcceptedLog, lagOf, type LagResult } from './delivery.js';
 import { startOpenLoop, type OpenLoopResult } from './open-loop.js';
 import { Receiver } from './receiver.js';
@@ -92,12 +93,6 @@ async function runPhase(target: { url: string; headers: Record<string, string>; 
     forward = lagOf(acceptedLog, receiver.arrivals(seenBefore));
   }
   return { ...phase, forward };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle]! : Math.round(((sorted[middle - 1]! + sorted[middle]!) / 2) * 100) / 100;
 }
 
 async function main(): Promise<void> {
