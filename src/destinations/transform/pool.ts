@@ -1,0 +1,230 @@
+import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { WorkerReply, WorkerTask } from './protocol.js';
+import { failed, type TransformContext, type TransformOutcome, type TransformRequest } from './request.js';
+import type { SandboxLimits } from './sandbox.js';
+
+export type { TransformContext, TransformOutcome, TransformRequest } from './request.js';
+
+/**
+ * Runs destinations' transformations (sandbox.ts) on worker threads, never on the event
+ * loop: each worker runs one task at a time, the rest wait in a bounded queue. A task past
+ * the wall-clock bound (built-in calls that outrun the CPU limit's checks, see sandbox.ts)
+ * gets its worker terminated; the next task that needs a worker starts a new one (about
+ * 60 ms: the thread and QuickJS's module).
+ *
+ * Workers start when the first tasks come and stay; idle, they do not keep the process alive.
+ */
+
+export interface TransformPoolOptions {
+  /** Worker threads (default: 2, or 1 on a single core). */
+  workers?: number;
+  /** CPU time a run may take, its code's top level included (default 50 ms). */
+  cpuMs?: number;
+  /** Memory a run's QuickJS heap may take (default 32 MB). */
+  memoryMb?: number;
+  /** Tasks waiting for a worker; one more is refused (default 1000). */
+  maxQueue?: number;
+  /** Wall-clock time a task may hold a worker before the worker is stopped (default 4 × cpuMs + 300 ms). */
+  wallMs?: number;
+}
+
+/** `run` or `check` refused: the queue holds maxQueue tasks already. */
+export class TransformQueueFull extends Error {
+  constructor(maxQueue: number) {
+    super(`the transformation queue is full (${maxQueue} waiting): try again later`);
+    this.name = 'TransformQueueFull';
+  }
+}
+
+/** `run` or `check` after `close`, or a task still waiting or running when it came. */
+export class TransformPoolClosed extends Error {
+  constructor() {
+    super('the transformation pool is closed');
+    this.name = 'TransformPoolClosed';
+  }
+}
+
+/** The pool's state at a glance, for metrics and tests. */
+export interface TransformPoolStats {
+  /** Worker threads started and not stopped. */
+  workers: number;
+  waiting: number;
+  /** Workers stopped for a task past the wall-clock bound, or that died. */
+  replaced: number;
+}
+
+interface Pending {
+  task: WorkerTask;
+  answer(reply: WorkerReply): void;
+  /** The worker could not answer: the pool says why, as the task's outcome. */
+  lost(message: string): void;
+  fail(error: Error): void;
+}
+
+interface Slot {
+  worker: Worker;
+  ready: boolean;
+  running?: Pending;
+  timer?: NodeJS.Timeout;
+}
+
+/** Worker threads running transformations, one task each at a time, the rest queued. */
+export class TransformPool {
+  private readonly workers: number;
+  private readonly limits: SandboxLimits;
+  private readonly maxQueue: number;
+  private readonly wallMs: number;
+  private readonly slots = new Set<Slot>();
+  private readonly waiting: Pending[] = [];
+  private nextId = 1;
+  private replaced = 0;
+  private closed = false;
+
+  constructor(options: TransformPoolOptions = {}) {
+    this.workers = options.workers ?? Math.min(2, availableParallelism());
+    const cpuMs = options.cpuMs ?? 50;
+    this.limits = { cpuMs, memoryMb: options.memoryMb ?? 32 };
+    this.maxQueue = options.maxQueue ?? 1000;
+    this.wallMs = options.wallMs ?? cpuMs * 4 + 300;
+  }
+
+  /**
+   * Runs `code`'s transform on the request. Whatever the code does is an outcome; rejects
+   * only when the task cannot run: TransformQueueFull, TransformPoolClosed, or a worker that
+   * fails to start.
+   */
+  run(code: string, request: TransformRequest, context: TransformContext): Promise<TransformOutcome> {
+    return new Promise((resolve, reject) =>
+      this.submit({
+        task: { kind: 'run', id: this.nextId++, code, request, context },
+        answer: (reply) => resolve(reply.kind === 'outcome' ? reply.outcome : failed('the worker answered out of turn')),
+        lost: (message) => resolve(failed(message)),
+        fail: reject,
+      }),
+    );
+  }
+
+  /**
+   * Null when `code` compiles and defines a function (see sandbox.ts for the convention),
+   * else what is wrong, with its line when there is one. Its top level runs, within the limits.
+   */
+  check(code: string): Promise<string | null> {
+    return new Promise((resolve, reject) =>
+      this.submit({
+        task: { kind: 'check', id: this.nextId++, code },
+        answer: (reply) => resolve(reply.kind === 'checked' ? reply.problem : 'the worker answered out of turn'),
+        lost: resolve,
+        fail: reject,
+      }),
+    );
+  }
+
+  /** How many workers run, how many tasks wait, how many workers were replaced. */
+  stats(): TransformPoolStats {
+    return { workers: this.slots.size, waiting: this.waiting.length, replaced: this.replaced };
+  }
+
+  /** Refuses what waits, stops what runs (it is refused too) and the workers. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const pending of this.waiting.splice(0)) pending.fail(new TransformPoolClosed());
+    const stopping = [...this.slots].map((slot) => {
+      this.slots.delete(slot);
+      clearTimeout(slot.timer);
+      slot.running?.fail(new TransformPoolClosed());
+      return slot.worker.terminate();
+    });
+    await Promise.all(stopping);
+  }
+
+  private submit(pending: Pending): void {
+    if (this.closed) return pending.fail(new TransformPoolClosed());
+    if (this.waiting.length >= this.maxQueue) return pending.fail(new TransformQueueFull(this.maxQueue));
+    this.waiting.push(pending);
+    this.pump();
+  }
+
+  /** Gives waiting tasks to idle workers, and starts workers while tasks wait for them and fewer than `workers` run. */
+  private pump(): void {
+    for (const slot of this.slots) {
+      if (this.waiting.length === 0) break;
+      if (slot.ready && slot.running === undefined) this.start(slot, this.waiting.shift()!);
+    }
+    const starting = [...this.slots].filter((slot) => !slot.ready).length;
+    for (let wanted = this.waiting.length - starting; wanted > 0 && this.slots.size < this.workers; wanted--) this.spawn();
+  }
+
+  private start(slot: Slot, pending: Pending): void {
+    slot.running = pending;
+    slot.worker.ref();
+    slot.worker.postMessage(pending.task);
+    slot.timer = setTimeout(() => this.overran(slot), this.wallMs);
+  }
+
+  private spawn(): void {
+    const worker = new Worker(workerScript(), {
+      workerData: this.limits,
+      // The worker's own heap holds a run's request and result, both at most about the
+      // sandbox's memory; QuickJS's heap is in the module's memory, outside this bound.
+      resourceLimits: { maxOldGenerationSizeMb: 64 + 4 * this.limits.memoryMb, stackSizeMb: 4 },
+    });
+    const slot: Slot = { worker, ready: false };
+    this.slots.add(slot);
+    worker.on('message', (reply: WorkerReply) => this.settle(slot, reply));
+    // The code names the cause (ERR_WORKER_OUT_OF_MEMORY, say) without the service's own text.
+    worker.on('error', (error: NodeJS.ErrnoException) => this.gone(slot, error.code ?? error.name));
+    worker.on('exit', (code) => this.gone(slot, `exit code ${code}`));
+  }
+
+  private settle(slot: Slot, reply: WorkerReply): void {
+    if (reply.kind === 'ready') {
+      slot.ready = true;
+    } else if (slot.running?.task.id === reply.id) {
+      clearTimeout(slot.timer);
+      const done = slot.running;
+      slot.running = undefined;
+      done.answer(reply);
+    }
+    this.pump();
+    if (slot.running === undefined) slot.worker.unref();
+  }
+
+  private overran(slot: Slot): void {
+    const pending = slot.running;
+    if (pending === undefined || !this.slots.has(slot)) return;
+    this.slots.delete(slot);
+    this.replaced++;
+    void slot.worker.terminate();
+    pending.lost(`the transform ran for more than ${this.wallMs} ms (wall clock) and was stopped`);
+    this.pump();
+  }
+
+  /**
+   * A worker that died: its task's outcome says so. One that died before it was ready will
+   * not start again soon (a missing build, a module that fails to load): what waits is refused.
+   */
+  private gone(slot: Slot, why: string): void {
+    if (!this.slots.delete(slot)) return;
+    clearTimeout(slot.timer);
+    this.replaced++;
+    if (slot.running !== undefined) slot.running.lost(`the sandbox's worker stopped (${why})`);
+    if (!slot.ready) {
+      const error = new Error(`a transformation worker failed to start (${why})`);
+      for (const pending of this.waiting.splice(0)) pending.fail(error);
+    }
+    this.pump();
+  }
+}
+
+/**
+ * Compiled, the worker sits beside this file. Run from the TypeScript sources (vitest), it
+ * is taken from the build in dist/, which `npm test` makes first.
+ */
+function workerScript(): URL {
+  const beside = new URL('./worker.js', import.meta.url);
+  if (existsSync(fileURLToPath(beside))) return beside;
+  return new URL('../../../dist/destinations/transform/worker.js', import.meta.url);
+}

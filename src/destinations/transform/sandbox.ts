@@ -1,0 +1,274 @@
+import {
+  DefaultIntrinsics,
+  type CustomizeVariantOptions,
+  newQuickJSWASMModule,
+  newVariant,
+  RELEASE_SYNC,
+  type QuickJSContext,
+  type QuickJSHandle,
+  type QuickJSRuntime,
+  type QuickJSWASMModule,
+} from 'quickjs-emscripten';
+import { failed, outcomeOf, type TransformContext, type TransformOutcome, type TransformRequest } from './request.js';
+
+/**
+ * One transformation run in QuickJS compiled to WebAssembly (quickjs-emscripten): an
+ * interpreter of its own with its own heap inside the module's linear memory, so nothing of
+ * Node's (require, process, timers, fetch, the file system) exists in it, and no object
+ * crosses: the request goes in as JSON text and the result comes out as JSON text.
+ *
+ * Each run gets a new QuickJS runtime and context (about 0.2 ms of the 0.6 to 1.2 ms a
+ * small transform of a 1 to 2 KB body takes; the JSON in and out is most of the rest), so no
+ * delivery sees what an earlier one left in the globals. The compiled code is not cached:
+ * QuickJS's bytecode belongs to its runtime, and compiling a small transform takes under
+ * 0.1 ms (bench/transform-sandbox.ts).
+ *
+ * Synchronous and CPU-bound: it runs on a pool's worker thread (worker.ts), never on the
+ * event loop. The CPU limit is QuickJS's interrupt handler checking the time the run has
+ * taken on that thread. QuickJS calls it every ten thousand or so operations (calls, loop
+ * turns, regular-expression steps), so a few costly built-in calls (JSON.stringify of a
+ * large value, a loop of megabyte-sized allocations) can run past the limit between two
+ * calls: the pool's wall-clock bound stops those by replacing the worker.
+ *
+ * The convention for the code (docs/destinations.md, "Transformation"): it declares a top-level function
+ * named `transform`, or the whole code is a function expression, such as
+ * `(request, context) => request`; `transform` wins when both are there. Its top level runs
+ * on every delivery, within the same limits. It returns the request (changed or new), or
+ * undefined/null to drop the delivery. No `Date`: `context.receivedAt` is the time, and no
+ * `Math.random`, so a redelivery produces the same request.
+ */
+
+export interface SandboxLimits {
+  cpuMs: number;
+  memoryMb: number;
+}
+
+/** The part of WebAssembly's API used here (the service's lib has no DOM types, where it is declared). */
+declare const WebAssembly: { Memory: new (descriptor: { initial: number; maximum: number }) => WasmMemory };
+interface WasmMemory {
+  readonly buffer: ArrayBuffer;
+}
+
+const MB = 1024 * 1024;
+const PAGE_BYTES = 64 * 1024;
+/** What QuickJS's module takes for itself (its data, its stack, the allocator): its initial memory. */
+const MODULE_BYTES = 16 * MB;
+/** QuickJS's own stack bound. Larger ones let deep recursion exhaust the thread's stack first, which traps the module. */
+const STACK_BYTES = 256 * 1024;
+/**
+ * Longer code is refused before QuickJS parses it: parsing never calls the interrupt handler
+ * (2.2 MB took 0.6 s here), and this much takes about 35 ms. The API's own bound is lower.
+ */
+export const MAX_CODE_CHARS = 128 * 1024;
+const CODE_FILE = 'transform.js';
+const LINE = /transform\.js:(\d+)(?::(\d+))?/;
+
+/**
+ * Runs first in every context: keeps JSON's functions before the code can replace them,
+ * replaces Math.random by one that says why it is not there, and gives the host `invoke`
+ * (call the transform, return its result as JSON text) and `describe` (what was thrown, as
+ * JSON text), both run inside the sandbox.
+ */
+const PRELUDE = `(() => {
+  const parse = JSON.parse;
+  const stringify = JSON.stringify;
+  const NativePromise = Promise;
+  const NativeError = Error;
+  Math.random = () => {
+    throw new TypeError('Math.random is not available: a transform gives the same request for the same delivery');
+  };
+  const invoke = (transform, request, context) => {
+    const returned = transform(parse(request), parse(context));
+    if (returned === undefined || returned === null) return undefined;
+    if (returned instanceof NativePromise) {
+      throw new TypeError('the transform returned a Promise: it must return the request itself, not async');
+    }
+    const text = stringify(returned);
+    if (typeof text !== 'string') throw new TypeError('the transform returned a ' + typeof returned + ', which is not JSON');
+    return text;
+  };
+  const describe = (thrown) => {
+    if (thrown instanceof NativeError) {
+      return stringify({ name: String(thrown.name), message: String(thrown.message), stack: String(thrown.stack) });
+    }
+    let value;
+    try { value = stringify(thrown); } catch { value = undefined; }
+    return stringify({ value: typeof value === 'string' ? value : String(thrown) });
+  };
+  return [invoke, describe];
+})()`;
+
+const FIND = `typeof transform === 'function' ? transform : undefined`;
+
+const NO_FUNCTION =
+  'the code defines no function: declare `function transform(request, context) { … }`, or make the whole code a function expression such as `(request, context) => request`';
+
+/** What went wrong in a run, as the sandbox said it. */
+type Thrown = { name: string; message: string; stack: string } | { value: string };
+
+/** Thrown when QuickJS's module itself failed (a trap in its WebAssembly): the module must be replaced. */
+export class SandboxBroken extends Error {
+  constructor(cause: unknown) {
+    // The cause (an assertion in QuickJS's C source, say) is the service's to read, not the company's.
+    super('the sandbox failed while running the transform, and was restarted', { cause });
+    this.name = 'SandboxBroken';
+  }
+}
+
+/**
+ * QuickJS's module, loaded once per worker thread (about 50 ms), and the limits of every run
+ * in it.
+ *
+ * The memory limit is the module's own memory, capped at the limit plus what the module
+ * needs for itself: QuickJS's memory limit alone counts each allocation's size only when it
+ * is made, not what stays allocated (this build has no malloc_usable_size), so a loop of
+ * 1 MB arrays passed a 32 MB limit up to WebAssembly's 2 GB. At the cap an allocation fails
+ * and QuickJS throws. A run that reached the cap leaves the module `spent`: the worker loads
+ * a fresh one, which gives the memory back and starts the next run below the cap again.
+ */
+export class Sandbox {
+  private constructor(
+    private readonly module: QuickJSWASMModule,
+    private readonly memory: WasmMemory,
+    private readonly limits: SandboxLimits,
+  ) {}
+
+  /** A new module in a memory of its own, capped for these limits. */
+  static async load(limits: SandboxLimits): Promise<Sandbox> {
+    const memory = new WebAssembly.Memory({ initial: MODULE_BYTES / PAGE_BYTES, maximum: capOf(limits) / PAGE_BYTES });
+    // What the module prints (an assertion's text when one fails) would let a transform
+    // write to the service's stderr. Emscripten reads print and printErr, which the
+    // package's types leave out.
+    const quiet: NonNullable<CustomizeVariantOptions['emscriptenModule']> & { print(): void; printErr(): void } = { print: () => {}, printErr: () => {} };
+    return new Sandbox(await newQuickJSWASMModule(newVariant(RELEASE_SYNC, { wasmMemory: memory, emscriptenModule: quiet })), memory, limits);
+  }
+
+  /** True once a run reached the memory cap: load a new Sandbox before the next run. */
+  get spent(): boolean {
+    return this.memory.buffer.byteLength >= capOf(this.limits);
+  }
+
+  /** Runs the transformation; throws only SandboxBroken. */
+  run(code: string, request: TransformRequest, context: TransformContext): TransformOutcome {
+    return this.session(code, (vm, own, transform, invoke) => {
+      const result = vm.callFunction(invoke, vm.undefined, transform, own(vm.newString(JSON.stringify(request))), own(vm.newString(JSON.stringify(context))));
+      if (result.error) return { error: own(result.error) };
+      const value = own(result.value);
+      return { outcome: outcomeOf(vm.typeof(value) === 'string' ? vm.getString(value) : undefined) };
+    });
+  }
+
+  /** Null when the code compiles and defines a function, else what is wrong (with its line); throws only SandboxBroken. */
+  check(code: string): string | null {
+    const outcome = this.session(code, () => ({ outcome: { kind: 'dropped' } }));
+    return outcome.kind === 'error' ? outcome.message : null;
+  }
+
+  /**
+   * A fresh runtime and context, the prelude and the code evaluated and its function found,
+   * then `work`; every handle `own`ed is released before the context, the context before the
+   * runtime.
+   */
+  private session(
+    code: string,
+    work: (
+      vm: QuickJSContext,
+      own: (handle: QuickJSHandle) => QuickJSHandle,
+      transform: QuickJSHandle,
+      invoke: QuickJSHandle,
+    ) => { outcome: TransformOutcome } | { error: QuickJSHandle },
+  ): TransformOutcome {
+    if (code.length > MAX_CODE_CHARS) return failed(`the code is longer than ${MAX_CODE_CHARS} characters`);
+    const started = performance.now();
+    const { cpuMs, memoryMb } = this.limits;
+    const timer = { exceeded: false };
+    const handles: QuickJSHandle[] = [];
+    const own = (handle: QuickJSHandle) => (handles.push(handle), handle);
+    let runtime: QuickJSRuntime | undefined;
+    let vm: QuickJSContext | undefined;
+    try {
+      runtime = this.module.newRuntime({
+        // Refuses any one allocation larger than the limit at once; the cap bounds the sum.
+        memoryLimitBytes: memoryMb * MB,
+        maxStackSizeBytes: STACK_BYTES,
+        interruptHandler: () => (timer.exceeded ||= performance.now() - started > cpuMs),
+      });
+      vm = runtime.newContext({ intrinsics: { ...DefaultIntrinsics, Date: false } });
+      const context = vm;
+      const explain = (error: QuickJSHandle, describe?: QuickJSHandle) => this.explain(context, own(error), describe, timer);
+      const prelude = context.evalCode(PRELUDE, 'sandbox.js');
+      if (prelude.error) return explain(prelude.error);
+      const pair = own(prelude.value);
+      const invoke = own(context.getProp(pair, 0));
+      const describe = own(context.getProp(pair, 1));
+      const evaluated = context.evalCode(code, CODE_FILE);
+      if (evaluated.error) return explain(evaluated.error, describe);
+      const completion = own(evaluated.value);
+      const found = context.evalCode(FIND, 'sandbox.js');
+      if (found.error) return explain(found.error, describe);
+      const named = own(found.value);
+      const transform = context.typeof(named) === 'function' ? named : context.typeof(completion) === 'function' ? completion : null;
+      if (transform === null) return failed(NO_FUNCTION);
+      const done = work(context, own, transform, invoke);
+      return 'outcome' in done ? done.outcome : explain(done.error, describe);
+    } catch (error) {
+      throw new SandboxBroken(error);
+    } finally {
+      // A module that cannot free its runtime is broken, whatever the run returned.
+      release(handles, vm, runtime);
+    }
+  }
+
+  /** An error outcome for what the code threw, in the words of the limit it reached when it reached one. */
+  private explain(vm: QuickJSContext, error: QuickJSHandle, describe: QuickJSHandle | undefined, timer: { exceeded: boolean }): TransformOutcome {
+    // Read first: a getter of what was thrown may be what runs out of time.
+    const thrown = describe === undefined || timer.exceeded ? undefined : readThrown(vm, error, describe);
+    if (timer.exceeded) return failed(`the transform ran out of time: it used more than ${this.limits.cpuMs} ms of CPU time`);
+    const at = thrown !== undefined && 'stack' in thrown ? lineOf(thrown.stack) : '';
+    const outOfMemory = thrown !== undefined && 'name' in thrown && thrown.name === 'InternalError' && thrown.message === 'out of memory';
+    // At the cap, QuickJS may have no memory left for the error: it throws null, or describing fails.
+    if (outOfMemory || (this.spent && (thrown === undefined || ('value' in thrown && thrown.value === 'null')))) {
+      return failed(`the transform ran out of memory: it used more than ${this.limits.memoryMb} MB${at}`);
+    }
+    if (thrown === undefined) return failed('the transform failed with an error that could not be read');
+    if ('value' in thrown) return failed(`the transform threw ${thrown.value}`);
+    if (thrown.name === 'InternalError' && thrown.message === 'stack overflow') {
+      return failed(`the transform recursed too deeply (stack overflow)${at}`);
+    }
+    return failed(`${thrown.name}: ${thrown.message}${at}`);
+  }
+}
+
+/** The module's memory cap for these limits. */
+function capOf(limits: SandboxLimits): number {
+  return MODULE_BYTES + limits.memoryMb * MB;
+}
+
+function release(handles: QuickJSHandle[], vm: QuickJSContext | undefined, runtime: QuickJSRuntime | undefined): void {
+  try {
+    for (const handle of handles.reverse()) if (handle.alive) handle.dispose();
+    vm?.dispose();
+    runtime?.dispose();
+  } catch (error) {
+    throw new SandboxBroken(error);
+  }
+}
+
+/** What was thrown, read inside the sandbox (its getters run there, within the run's limits). */
+function readThrown(vm: QuickJSContext, error: QuickJSHandle, describe: QuickJSHandle): Thrown | undefined {
+  const described = vm.callFunction(describe, vm.undefined, error);
+  if (described.error) {
+    described.error.dispose();
+    return undefined;
+  }
+  const text = vm.typeof(described.value) === 'string' ? vm.getString(described.value) : undefined;
+  described.value.dispose();
+  return text === undefined ? undefined : (JSON.parse(text) as Thrown);
+}
+
+/** ` (line L, column C)` of the first frame in the code, or '' when the stack names none. */
+function lineOf(stack: string): string {
+  const match = LINE.exec(stack);
+  if (match === null) return '';
+  return match[2] === undefined ? ` (line ${match[1]})` : ` (line ${match[1]}, column ${match[2]})`;
+}
