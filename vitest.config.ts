@@ -48,6 +48,8 @@ const ON_BOTH_DATABASES = [
   'test/destinations/store.test.ts',
   'test/destinations/redeliveries.test.ts',
   'test/destinations/dispatcher.test.ts',
+  'test/destinations/rules.test.ts',
+  'test/destinations/dedupe-keys.test.ts',
   'test/destinations/delivery-headers.test.ts',
   'test/destinations/feed-consumer.test.ts',
   'test/destinations/query-plans.test.ts',

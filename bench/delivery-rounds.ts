@@ -19,6 +19,7 @@ const dist = (path: string) => import(pathToFileURL(`${root}/dist/${path}`).href
 const { openStore } = await dist('store/open-store.js');
 const { newId, newIntegrationKey, newWebhookUuid } = await dist('domain/ids.js');
 const { MAX_DESTINATIONS } = await dist('services/destinations.js');
+const { NO_RULES } = await dist('domain/rules/rules.js');
 
 const COUNT = Number(args.count);
 const IDLE_DESTINATIONS = Number(args['idle-destinations']);
@@ -58,7 +59,7 @@ async function run(withDestination: boolean): Promise<void> {
   if (withDestination) {
     await store.createDestination(
       companyId,
-      { id: newId('dst'), name: 'rounds', url: 'http://127.0.0.1:9/', integrationIds: null, eventPatterns: ['*'], headersSealed: null, headerNames: [], timeoutMs: 15_000, ratePerSecond: null, maxInFlight: ROUND, secretSealed: 'unused', createdAt: at },
+      { id: newId('dst'), name: 'rounds', url: 'http://127.0.0.1:9/', integrationIds: null, eventPatterns: ['*'], headersSealed: null, headerNames: [], timeoutMs: 15_000, ratePerSecond: null, maxInFlight: ROUND, secretSealed: 'unused', rules: NO_RULES, createdAt: at },
       audit,
       MAX_DESTINATIONS,
     );
@@ -69,7 +70,7 @@ async function run(withDestination: boolean): Promise<void> {
       if (i % 50 === 0) await store.createCompany({ id: idleCompany, name: 'idle', retentionDays: 30, createdAt: at });
       await store.createDestination(
         idleCompany,
-        { id: newId('dst'), name: 'idle', url: 'http://127.0.0.1:9/', integrationIds: null, eventPatterns: ['*'], headersSealed: null, headerNames: [], timeoutMs: 15_000, ratePerSecond: null, maxInFlight: ROUND, secretSealed: 'unused', createdAt: at },
+        { id: newId('dst'), name: 'idle', url: 'http://127.0.0.1:9/', integrationIds: null, eventPatterns: ['*'], headersSealed: null, headerNames: [], timeoutMs: 15_000, ratePerSecond: null, maxInFlight: ROUND, secretSealed: 'unused', rules: NO_RULES, createdAt: at },
         audit,
         MAX_DESTINATIONS,
       );

@@ -84,6 +84,8 @@ export class BenchDestination {
       ratePerSecond: null,
       maxInFlight: target.maxInFlight,
       secretSealed: box.seal(newSigningSecret()),
+      // The rules' own cost is its bench's (rules-delivery.ts): none here.
+      rules: { filter: null, transformation: null, deduplicate: null, delayMs: 0, retry: null },
       createdAt: Date.now(),
     }));
     await destination.replace();

@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import { MAX_HEADERS } from '../domain/destination-headers.js';
+import { presentRules, RULE_BOUNDS } from '../domain/rules/rules.js';
 import { DEFAULT_RATE_PER_SECOND, MAX_INTEGRATION_IDS } from '../services/destinations.js';
 import type { Delivery, DeliveryAttempt, Destination } from '../store/store.js';
 import { Id, NullableInteger, NullableTimestamp, Timestamp, iso } from './schemas.js';
@@ -16,12 +17,55 @@ export const DestinationStatusSchema = Type.Union([Type.Literal('active'), Type.
 });
 
 export const DeliveryStateSchema = Type.Union(
-  [Type.Literal('pending'), Type.Literal('held'), Type.Literal('succeeded'), Type.Literal('failed'), Type.Literal('cancelled')],
+  [
+    Type.Literal('pending'),
+    Type.Literal('held'),
+    Type.Literal('succeeded'),
+    Type.Literal('failed'),
+    Type.Literal('cancelled'),
+    Type.Literal('filtered'),
+    Type.Literal('deduplicated'),
+  ],
   {
     description:
       'pending: waiting for its next attempt, or in flight; held: its destination is paused or disabled; succeeded; ' +
-      'failed: the schedule ran out, or the webhook was purged first (replayable); cancelled: its destination was deleted.',
+      'failed: the schedule ran out, or the webhook was purged first (replayable); cancelled: its destination was deleted; ' +
+      "filtered: the destination's filter refused it, or its transformation returned nothing (skipped_by says which; no " +
+      'attempt); deduplicated: it repeats the delivery duplicate_of within the deduplication window (no attempt).',
   },
+);
+
+/** A destination's rules as the API shows them (src/domain/rules/rules.ts). */
+export const RulesSchema = Type.Object(
+  {
+    version: Type.Integer({ description: 'Every save of the rules is a new version; a delivery records the version it went out under. 0: never set.' }),
+    filter: Type.Unsafe<unknown>({
+      description:
+        'Null, or a JSON filter over body, headers, query and path (Hookdeck\'s shape): values match by equality, objects ' +
+        'nest, an array contains; operators $eq $neq $in $nin $gt $gte $lt $lte $startsWith $endsWith $exist $or $and $not.',
+    }),
+    transformation: Type.Union([Type.Object({ code: Type.String() }), Type.Null()], {
+      description: 'Null, or the JavaScript of `function transform(request, context) { … return request; }`; returning nothing drops the delivery.',
+    }),
+    deduplicate: Type.Union(
+      [Type.Object({ fields: Type.Union([Type.Array(Type.String()), Type.Null()]), window_seconds: Type.Integer() }), Type.Null()],
+      { description: 'Null, or: a second webhook with the same values at fields (or the same body, fields null) within the window is deduplicated.' },
+    ),
+    delay_seconds: Type.Integer({ description: 'Each delivery is first due this long after its webhook arrived.' }),
+    retry: Type.Union(
+      [
+        Type.Object({
+          strategy: Type.Union([Type.Literal('exponential'), Type.Literal('linear')]),
+          attempts: Type.Integer(),
+          interval_seconds: Type.Integer(),
+          max_age_seconds: Type.Union([Type.Integer(), Type.Null()]),
+        }),
+        Type.Null(),
+      ],
+      { description: 'Null: the standard schedule. Else the destination\'s own.' },
+    ),
+  },
+  { $id: 'DestinationRules' },
 );
 
 export const DestinationSchema = Type.Object(
@@ -43,6 +87,7 @@ export const DestinationSchema = Type.Object(
     previous_secret_expires_at: Type.Union([Timestamp, Type.Null()], {
       description: 'After a rotation, the previous signing secret also signs until then.',
     }),
+    rules: RulesSchema,
     created_at: Timestamp,
     updated_at: Timestamp,
   },
@@ -63,6 +108,9 @@ export const DeliverySchema = Type.Object(
     last_attempt_at: NullableTimestamp,
     last_status: Type.Union([Type.Integer(), Type.Null()], { description: "The last attempt's HTTP status." }),
     last_error: Type.Union([Type.String(), Type.Null()], { description: "The last attempt's error class (see Attempt)." }),
+    rules_version: Type.Union([Type.Integer(), Type.Null()], { description: "The destination's rules version its last attempt (or skip) went out under." }),
+    skipped_by: Type.Union([Type.Literal('filter'), Type.Literal('transformation'), Type.Null()], { description: 'For a filtered delivery: what refused it.' }),
+    duplicate_of: Type.Union([Id('dlv'), Type.Null()], { description: 'For a deduplicated delivery: the delivery it repeats.' }),
     created_at: Timestamp,
     updated_at: Timestamp,
   },
@@ -80,7 +128,8 @@ export const AttemptSchema = Type.Object(
     error: Type.Union([Type.String(), Type.Null()], {
       description:
         'null on a 2xx; else http_status, redirect (never followed), timeout, connection_refused, connection_reset, dns, tls, ' +
-        'blocked_address (resolved to an address intake refuses), webhook_purged or other.',
+        'blocked_address (resolved to an address intake refuses), webhook_purged, transformation_error (the destination\'s ' +
+        'transformation threw, ran out of time or memory, or returned what cannot be sent: response_excerpt has its message) or other.',
     }),
     response_excerpt: Type.Union([Type.String(), Type.Null()], { description: "The first 1 KiB of the answer's body, as text." }),
     next_attempt_at: Type.Union([Timestamp, Type.Null()], { description: 'When the next attempt was scheduled; null when none.' }),
@@ -124,6 +173,15 @@ export const DestinationSettings = {
     description: `Requests a second at most, across every node, spaced 1/rate apart (no second ever holds more); default ${DEFAULT_RATE_PER_SECOND}; null: no limit.`,
   }),
   max_in_flight: Type.Integer({ minimum: 1, maximum: 1000, description: 'Requests in flight at once at most; default 100.' }),
+  rules: Type.Unsafe<unknown>({
+    type: ['object', 'null'],
+    description:
+      'The whole set of rules (a change replaces it; null removes them): filter, transformation {code} (at most ' +
+      `${RULE_BOUNDS.codeBytes / 1024} KiB), deduplicate {fields, window_seconds: 1 to 3600}, delay_seconds (0 to 86400), ` +
+      `retry {strategy: exponential | linear, attempts: 1 to ${RULE_BOUNDS.attempts.max}, interval_seconds: 10 to 86400, ` +
+      'max_age_seconds}. Applied when each delivery is made, in that order: delay, filter, deduplicate, transformation. ' +
+      'A replay applies the rules as they are when it runs.',
+  }),
 };
 
 /** What the API shows of a destination: never its secrets nor its headers' values. */
@@ -144,6 +202,7 @@ export function presentDestination(destination: Destination) {
     failing_since: iso(destination.failingSince),
     last_success_at: iso(destination.lastSuccessAt),
     previous_secret_expires_at: iso(destination.previousSecretExpiresAt),
+    rules: presentRules(destination.rules, destination.rulesVersion),
     created_at: iso(destination.createdAt),
     updated_at: iso(destination.updatedAt),
   };
@@ -163,6 +222,9 @@ export function presentDelivery(delivery: Delivery) {
     last_attempt_at: iso(delivery.lastAttemptAt),
     last_status: delivery.lastStatus,
     last_error: delivery.lastError,
+    rules_version: delivery.rulesVersion,
+    skipped_by: delivery.skippedBy,
+    duplicate_of: delivery.duplicateOf,
     created_at: iso(delivery.createdAt),
     updated_at: iso(delivery.updatedAt),
   };

@@ -68,6 +68,7 @@ export async function destinationRoutes(app: AppInstance, deps: ApiDeps): Promis
           timeout_ms: Type.Optional(DestinationSettings.timeout_ms),
           rate_per_second: Type.Optional(DestinationSettings.rate_per_second),
           max_in_flight: Type.Optional(DestinationSettings.max_in_flight),
+          rules: Type.Optional(DestinationSettings.rules),
         }),
         response: { 201: Type.Object({ destination: DestinationSchema, signing_secret: SigningSecret }), ...ERROR_RESPONSES },
       },
@@ -85,6 +86,7 @@ export async function destinationRoutes(app: AppInstance, deps: ApiDeps): Promis
         timeoutMs: body.timeout_ms,
         ratePerSecond: body.rate_per_second,
         maxInFlight: body.max_in_flight,
+        rules: body.rules,
       });
       return reply.code(201).send({ destination: presentDestination(created.destination), signing_secret: created.signingSecret });
     },
@@ -136,6 +138,7 @@ export async function destinationRoutes(app: AppInstance, deps: ApiDeps): Promis
         ...(body.timeout_ms !== undefined && { timeoutMs: body.timeout_ms }),
         ...(body.rate_per_second !== undefined && { ratePerSecond: body.rate_per_second }),
         ...(body.max_in_flight !== undefined && { maxInFlight: body.max_in_flight }),
+        ...(body.rules !== undefined && { rules: body.rules }),
       };
       const { companyId } = principalOf(request);
       return presentDestination(await destinationsFor(deps, request).update(companyId, request.params.destination_id, edit));

@@ -13,6 +13,7 @@ import { companyRoutes } from './company.js';
 import { authenticateApi, type ApiDeps } from './context.js';
 import { deliveryRoutes } from './deliveries.js';
 import { destinationRoutes } from './destinations.js';
+import { destinationRulesRoutes } from './destination-rules.js';
 import { integrationRoutes } from './integrations.js';
 import { invitationRoutes } from './invitations.js';
 import { keyRoutes } from './keys.js';
@@ -91,6 +92,7 @@ export async function apiV1Routes(app: AppInstance, deps: ApiDeps): Promise<void
   await cliLoginRoutes(app, deps);
   // --- destinations and their deliveries ---
   await destinationRoutes(app, deps);
+  await destinationRulesRoutes(app, deps);
   await deliveryRoutes(app, deps);
   // --- webhooks, request log, usage ---
   await webhookRoutes(app, deps);

@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { presentRules } from '../domain/rules/rules.js';
 import type { PageCursor } from '../domain/cursor.js';
 import { parseOptionalTime } from '../domain/time.js';
 import { AppError } from '../errors.js';
@@ -15,7 +17,7 @@ const PAGE = 200;
  */
 export function registerDestinationCommands(program: Command): void {
   const destination = program.command('destination').description('destinations (URLs that receive the webhooks)');
-  destination
+  const create = destination
     .command('create')
     .description('create a destination and its signing secret')
     .requiredOption('--company <id>', 'company id (cmp_…)')
@@ -26,21 +28,24 @@ export function registerDestinationCommands(program: Command): void {
     .option('--header <"Name: value">', 'an extra header to send, its value kept sealed (repeat)', collect, [])
     .option('--timeout-ms <ms>', 'per attempt, 1000 to 60000 (default 15000)', parseWhole)
     .option('--rate <per-second>', `requests a second at most, or "none" for no limit (default ${DEFAULT_RATE_PER_SECOND})`, parseRate)
-    .option('--max-in-flight <n>', 'requests at once at most (default 100)', parseWhole)
+    .option('--max-in-flight <n>', 'requests at once at most (default 100)', parseWhole);
+  withRuleOptions(create)
     .option('--json', 'print one JSON object')
     .action(
-      (options: {
-        company: string;
-        name: string;
-        url: string;
-        integration: string[];
-        event: string[];
-        header: string[];
-        timeoutMs?: number;
-        rate?: number | 'none';
-        maxInFlight?: number;
-        json?: boolean;
-      }) =>
+      (
+        options: {
+          company: string;
+          name: string;
+          url: string;
+          integration: string[];
+          event: string[];
+          header: string[];
+          timeoutMs?: number;
+          rate?: number | 'none';
+          maxInFlight?: number;
+          json?: boolean;
+        } & RuleOptions,
+      ) =>
         withStore(async ({ destinations }) => {
           const created = await destinations.create(options.company, {
             name: options.name,
@@ -51,6 +56,7 @@ export function registerDestinationCommands(program: Command): void {
             timeoutMs: options.timeoutMs,
             ratePerSecond: options.rate === 'none' ? null : options.rate,
             maxInFlight: options.maxInFlight,
+            rules: rulesOfOptions(options) ?? undefined,
           });
           print(
             { ...shown(created.destination), signing_secret: created.signingSecret },
@@ -58,6 +64,26 @@ export function registerDestinationCommands(program: Command): void {
             'The signing secret is shown only this once: give it to the receiver now.',
           );
         }),
+    );
+
+  withRuleOptions(
+    destination
+      .command('rules')
+      .description("replace a destination's rules (filter, transformation, deduplication, delay, retry) with those given; --clear removes them")
+      .requiredOption('--destination <id>', 'destination id (dst_…)')
+      .option('--clear', 'no rules at all'),
+  )
+    .option('--json', 'print one JSON object')
+    .action((options: { destination: string; clear?: boolean; json?: boolean } & RuleOptions) =>
+      withStore(async (context) => {
+        const companyId = await companyOfDestination(context, options.destination);
+        const rules = options.clear ? null : rulesOfOptions(options);
+        if (rules === null && !options.clear) {
+          throw new AppError('invalid_request', 'Give the rules (--filter, --transform, --dedupe, --delay, --retry), or --clear to remove them.');
+        }
+        const changed = await context.destinations.update(companyId, options.destination, { rules });
+        print({ id: changed.id, rules: presentRules(changed.rules, changed.rulesVersion) }, options);
+      }),
     );
 
   destination
@@ -158,8 +184,78 @@ function shown(destination: Destination) {
     timeout_ms: destination.timeoutMs,
     rate_per_second: destination.ratePerSecond,
     max_in_flight: destination.maxInFlight,
+    rules: presentRules(destination.rules, destination.rulesVersion),
     created_at: iso(destination.createdAt),
   };
+}
+
+/** The rules' flags, as create and rules take them. */
+interface RuleOptions {
+  filter?: string;
+  transform?: string;
+  dedupe: string[];
+  dedupeWindow?: number;
+  delay?: number;
+  retry?: string;
+}
+
+function withRuleOptions(command: Command): Command {
+  return command
+    .option('--filter <file>', 'a JSON filter over body, headers, query and path (docs/destinations.md, "Rules")')
+    .option('--transform <file>', 'a JavaScript file defining transform(request, context)')
+    .option('--dedupe <field>', 'deduplicate on this field, such as body.id or headers.x-request-id; "body" for the whole body (repeat)', collect, [])
+    .option('--dedupe-window <seconds>', 'how long a repeat counts as one, 1 to 3600 (default 300)', parseWhole)
+    .option('--delay <seconds>', 'hold each delivery this long after its webhook arrived, up to 86400', parseWhole)
+    .option('--retry <strategy:attempts:interval[:max-age]>', 'its own retry schedule, seconds: linear:2:60 is two attempts a minute apart; exponential:10:30:86400');
+}
+
+/**
+ * The rules the flags give, in the API's shape (the service checks them, naming the part);
+ * null when no flag is given.
+ */
+function rulesOfOptions(options: RuleOptions): Record<string, unknown> | null {
+  const rules: Record<string, unknown> = {};
+  if (options.filter !== undefined) rules.filter = parseJsonFile(options.filter, '--filter');
+  if (options.transform !== undefined) rules.transformation = { code: readText(options.transform, '--transform') };
+  if (options.dedupe.length > 0) {
+    const whole = options.dedupe.includes('body');
+    rules.deduplicate = { fields: whole ? null : options.dedupe, window_seconds: options.dedupeWindow ?? 300 };
+  } else if (options.dedupeWindow !== undefined) {
+    throw new AppError('invalid_request', '--dedupe-window needs --dedupe: the fields that make two webhooks the same.', { field: 'rules.deduplicate' });
+  }
+  if (options.delay !== undefined) rules.delay_seconds = options.delay;
+  if (options.retry !== undefined) rules.retry = parseRetry(options.retry);
+  return Object.keys(rules).length === 0 ? null : rules;
+}
+
+function parseRetry(text: string): Record<string, unknown> {
+  const [strategy, attempts, interval, maxAge, ...rest] = text.split(':');
+  if (attempts === undefined || interval === undefined || rest.length > 0) {
+    throw new AppError('invalid_request', `--retry is strategy:attempts:interval[:max-age] (seconds), such as linear:2:60, not "${text}".`, { field: 'rules.retry' });
+  }
+  return {
+    strategy,
+    attempts: Number(attempts),
+    interval_seconds: Number(interval),
+    max_age_seconds: maxAge === undefined ? null : Number(maxAge),
+  };
+}
+
+function readText(path: string, flag: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new AppError('invalid_request', `${flag}: ${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}).`, { field: flag });
+  }
+}
+
+function parseJsonFile(path: string, flag: string): unknown {
+  const text = readText(path, flag);
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new AppError('invalid_request', `${flag}: ${path} is not JSON.`, { field: flag });
+  }
 }
 
 /**

@@ -7,6 +7,9 @@ import { nextAttemptAt } from './schedule.js';
 import { causeOf, type AttemptCause, type AttemptOutcome, type DestinationSender } from './sender.js';
 import { signatureHeaders } from './signing.js';
 import type { AttemptTrace, Tracing } from '../telemetry/tracing.js';
+import type { DestinationRules } from '../domain/rules/rules.js';
+import { DeliveryRules, type Shaped, type Verdict } from './delivery-rules.js';
+import { TransformPool, type TransformPoolOptions } from './transform/pool.js';
 
 export interface DispatcherOptions {
   /** Requests in flight on this node at most, across destinations. */
@@ -44,6 +47,8 @@ export interface DispatcherOptions {
   onFirstAttempt?: (sinceReceivedMs: number) => void;
   /** Each attempt's span, and the `traceparent` its request carries; absent when tracing is off. */
   tracing?: Tracing;
+  /** The transformation sandbox's bounds (its workers start with the first transformation). */
+  transforms?: TransformPoolOptions;
 }
 
 /**
@@ -120,7 +125,10 @@ export class DeliveryDispatcher {
    * Attempts made since start, by outcome, rounds that claimed nothing because intake was
    * busy, and destinations this node disabled (exposed in /metrics).
    */
-  readonly counts = { succeeded: 0, failed: 0, retried: 0, shed: 0, disabled: 0 };
+  readonly counts = { succeeded: 0, failed: 0, retried: 0, shed: 0, disabled: 0, filtered: 0, deduplicated: 0, transformationErrors: 0 };
+  private readonly rules: DeliveryRules;
+  /** Started by the first transformation: a node whose destinations have none runs no sandbox. */
+  private transforms: TransformPool | undefined;
 
   constructor(
     private readonly store: Store,
@@ -130,6 +138,12 @@ export class DeliveryDispatcher {
     private readonly options: DispatcherOptions,
   ) {
     this.now = options.now ?? Date.now;
+    this.rules = new DeliveryRules(store, () => this.transformPool());
+  }
+
+  /** The node's transformation sandbox, started at first use; the API's "try it" shares it. */
+  transformPool(): TransformPool {
+    return (this.transforms ??= new TransformPool(this.options.transforms));
   }
 
   /** Delivery requests this node is making now. */
@@ -187,6 +201,7 @@ export class DeliveryDispatcher {
     await Promise.all(this.sends);
     await this.runRound(false);
     this.sender.close();
+    await this.transforms?.close();
   }
 
   /**
@@ -260,19 +275,49 @@ export class DeliveryDispatcher {
   }
 
   /**
-   * Starts the claimed attempts, returning them; if their bodies cannot be read, their
-   * claims are left to expire and be made again.
+   * Starts the claimed attempts, returning them, once the destinations' rules have judged
+   * them (those filtered or deduplicated are settled without one); if their bodies, rules
+   * or deduplication keys cannot be read, their claims are left to expire and be made again.
    */
   private async send(claimed: readonly ClaimedDelivery[]): Promise<Array<Promise<void>>> {
     let bodies: Map<string, WebhookBody>;
+    let verdicts: Map<string, Verdict>;
     try {
       bodies = await this.bodiesOf(claimed);
+      const rules = await this.rules.rulesOf(claimed);
+      verdicts = await this.rules.judge(claimed, bodies, rules, this.now());
     } catch (error) {
-      this.log.error({ err: error, deliveries: claimed.length }, 'delivery bodies could not be read; their claims will expire');
+      this.log.error({ err: error, deliveries: claimed.length }, 'delivery bodies or rules could not be read; their claims will expire');
       await pause(RETRY_AFTER_FAILURE_MS);
       return [];
     }
-    return claimed.map((delivery) => this.startAttempt(delivery, bodies.get(delivery.webhookUuid) ?? null));
+    const attempts: Array<Promise<void>> = [];
+    for (const delivery of claimed) {
+      const verdict = verdicts.get(delivery.id) ?? { kind: 'send', rules: null };
+      if (verdict.kind === 'send') attempts.push(this.startAttempt(delivery, bodies.get(delivery.webhookUuid) ?? null, verdict.rules));
+      else this.settleUnsent(delivery, verdict.kind === 'filtered' ? { outcome: 'filtered', skippedBy: verdict.by } : { outcome: 'deduplicated', duplicateOf: verdict.of });
+    }
+    if (attempts.length < claimed.length) this.nudge();
+    return attempts;
+  }
+
+  /** A delivery the rules settle without an attempt: its result, written with the next round's. */
+  private settleUnsent(
+    delivery: ClaimedDelivery,
+    how: { outcome: 'filtered'; skippedBy: 'filter' | 'transformation' } | { outcome: 'deduplicated'; duplicateOf: string },
+  ): void {
+    this.counts[how.outcome]++;
+    this.results.push({
+      deliveryId: delivery.id,
+      companyId: delivery.companyId,
+      destinationId: delivery.destinationId,
+      leaseToken: delivery.leaseToken,
+      gone: false,
+      rulesVersion: delivery.destination.rulesVersion,
+      ...how,
+      // Not recorded: no attempt was made.
+      attempt: { series: delivery.series, number: delivery.attempt, attemptedAt: this.now(), durationMs: 0, status: null, error: null, responseExcerpt: null, nextAttemptAt: null },
+    });
   }
 
   /**
@@ -316,10 +361,10 @@ export class DeliveryDispatcher {
     return bodies;
   }
 
-  private startAttempt(delivery: ClaimedDelivery, webhook: WebhookBody | null): Promise<void> {
+  private startAttempt(delivery: ClaimedDelivery, webhook: WebhookBody | null, rules: DestinationRules | null): Promise<void> {
     this.inFlight++;
     this.countCompany(delivery.companyId, 1);
-    const send: Promise<void> = this.attempt(delivery, webhook)
+    const send: Promise<void> = this.attempt(delivery, webhook, rules)
       .catch((error: unknown) => this.log.error({ err: error, deliveryId: delivery.id }, 'delivery attempt failed unexpectedly'))
       .finally(() => {
         this.inFlight--;
@@ -338,7 +383,7 @@ export class DeliveryDispatcher {
     else this.inFlightByCompany.set(companyId, count);
   }
 
-  private async attempt(delivery: ClaimedDelivery, webhook: WebhookBody | null): Promise<void> {
+  private async attempt(delivery: ClaimedDelivery, webhook: WebhookBody | null, rules: DestinationRules | null): Promise<void> {
     // A rated destination's slot (RATE_HORIZON_MS ahead at most); its lease covers the wait.
     const wait = delivery.sendAt - this.now();
     if (wait > 0) await pause(wait);
@@ -348,11 +393,20 @@ export class DeliveryDispatcher {
     const trace = this.options.tracing?.attempt(delivery, this.recent.get(delivery.webhookUuid));
     let outcome: AttemptOutcome = { ok: false, status: null, error: 'other', durationMs: 0, responseExcerpt: null, retryAfterMs: null };
     try {
-      if (webhook) {
+      const shaped: Shaped | null = webhook && (await this.rules.shape(delivery, webhook, rules));
+      if (shaped?.kind === 'dropped') {
+        trace?.end({ ...outcome, error: null });
+        this.settleUnsent(delivery, { outcome: 'filtered', skippedBy: 'transformation' });
+        return;
+      }
+      if (shaped?.kind === 'error') {
+        this.counts.transformationErrors++;
+        outcome = { ...outcome, error: 'transformation_error', responseExcerpt: shaped.message, durationMs: this.now() - attemptedAt };
+      } else if (shaped && webhook) {
         outcome = await this.sender.send({
-          url: delivery.destination.url,
-          headers: this.headersOf(delivery, webhook, attemptedAt, trace),
-          body: webhook.rawBody,
+          url: shaped.url,
+          headers: this.headersOf(delivery, webhook, shaped, attemptedAt, trace),
+          body: shaped.body,
           timeoutMs: delivery.destination.timeoutMs,
         });
       }
@@ -367,7 +421,15 @@ export class DeliveryDispatcher {
     const next =
       outcome.ok || webhook === null
         ? null
-        : nextAttemptAt({ attempt: delivery.attempt, now: finishedAt, status: outcome.status, retryAfterMs: outcome.retryAfterMs, random: this.options.random });
+        : nextAttemptAt({
+            attempt: delivery.attempt,
+            now: finishedAt,
+            status: outcome.status,
+            retryAfterMs: outcome.retryAfterMs,
+            random: this.options.random,
+            policy: rules?.retry ?? null,
+            startedAt: delivery.seriesStartedAt,
+          });
     const result: AttemptResult['outcome'] = outcome.ok ? 'succeeded' : next === null ? 'failed' : 'retry';
     this.counts[result === 'retry' ? 'retried' : result]++;
     this.results.push({
@@ -377,6 +439,7 @@ export class DeliveryDispatcher {
       leaseToken: delivery.leaseToken,
       outcome: result,
       gone: outcome.status === 410,
+      ...(delivery.destination.rulesVersion > 0 && { rulesVersion: delivery.destination.rulesVersion }),
       attempt: {
         series: delivery.series,
         number: delivery.attempt,
@@ -409,14 +472,25 @@ export class DeliveryDispatcher {
     }
   }
 
-  /** The Standard Webhooks headers, ours (the attempt's traceparent among them), and the destination's own (opened only here). */
-  private headersOf(delivery: ClaimedDelivery, webhook: WebhookBody, attemptedAt: number, trace: AttemptTrace | undefined): Record<string, string> {
+  /**
+   * The Standard Webhooks headers over the body sent (transformed or not), ours (the
+   * attempt's traceparent among them), the destination's own (opened only here) and those
+   * its transformation set.
+   */
+  private headersOf(
+    delivery: ClaimedDelivery,
+    webhook: WebhookBody,
+    shaped: Extract<Shaped, { kind: 'request' }>,
+    attemptedAt: number,
+    trace: AttemptTrace | undefined,
+  ): Record<string, string> {
     const { destination } = delivery;
     const secrets = [destination.secretSealed, destination.previousSecretSealed].filter((s): s is string => s !== null).map((s) => this.open(s));
     const extra = destination.headersSealed === null ? {} : headersOfJson(this.open(destination.headersSealed));
     return {
       ...extra,
-      'content-type': webhook.contentType,
+      ...shaped.headers,
+      'content-type': shaped.contentType,
       'user-agent': USER_AGENT,
       'x-intake-event': eventHeader(delivery.event),
       'x-intake-integration-id': delivery.integrationId,
@@ -426,7 +500,7 @@ export class DeliveryDispatcher {
       ...this.options.marks.mark(delivery.id, webhook.hops),
       // After the destination's own headers, which may not name it anyway (destination-headers.ts).
       ...trace?.propagation(),
-      ...signatureHeaders({ webhookId: delivery.webhookUuid, timestampSeconds: Math.floor(attemptedAt / 1000), body: webhook.rawBody, secrets }),
+      ...signatureHeaders({ webhookId: delivery.webhookUuid, timestampSeconds: Math.floor(attemptedAt / 1000), body: shaped.body, secrets }),
     };
   }
 
@@ -483,5 +557,5 @@ function headersOfJson(opened: string): Record<string, string> {
 
 /** What a delivery sends of a webhook committed here: its body, as it arrived. */
 function bodyOf(webhook: PendingWebhook): WebhookBody {
-  return { rawBody: webhook.rawBody, ...keptForDelivery(webhook.headers), payloadFormat: webhook.payloadFormat ?? 'envelope' };
+  return { rawBody: webhook.rawBody, headersJson: webhook.headers, ...keptForDelivery(webhook.headers), payloadFormat: webhook.payloadFormat ?? 'envelope' };
 }

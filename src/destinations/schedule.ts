@@ -1,4 +1,5 @@
 import { randomInt } from 'node:crypto';
+import type { RetryPolicy } from '../domain/rules/rules.js';
 
 /**
  * When a failed delivery is tried again: a fixed schedule like the field's (Svix, Hookdeck),
@@ -62,7 +63,14 @@ export interface FinishedAttempt {
   retryAfterMs: number | null;
   /** Uniform in [0, 1); the jitter factor is 0.9 + 0.2 × random(). */
   random?: () => number;
+  /** The destination's own schedule (its rules); absent or null: the standard one. */
+  policy?: RetryPolicy | null;
+  /** When the series began (the webhook's arrival, or the replay's start): a policy's time bound counts from it. */
+  startedAt?: number;
 }
+
+/** The longest one wait of an exponential policy may grow to. */
+const MAX_POLICY_WAIT_MS = 24 * HOUR;
 
 /**
  * 508 Loop Detected (RFC 5842): what intake's own webhook addresses answer a delivery of
@@ -72,15 +80,27 @@ export interface FinishedAttempt {
 export const LOOP_DETECTED = 508;
 
 /** When the next attempt after a failed one is due (ms since the epoch); null after the last, or after a loop. */
-export function nextAttemptAt({ attempt, now, status, retryAfterMs, random = uniform }: FinishedAttempt): number | null {
+export function nextAttemptAt({ attempt, now, status, retryAfterMs, random = uniform, policy = null, startedAt = now }: FinishedAttempt): number | null {
   if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be a whole number from 1, not ${attempt}`);
   if (status === LOOP_DETECTED) return null;
-  const base = RETRY_DELAYS_MS[attempt - 1];
+  const base = policy === null ? RETRY_DELAYS_MS[attempt - 1] : policyDelay(policy, attempt);
   if (base === undefined) return null;
   let delay = base * (1 - JITTER + 2 * JITTER * random());
   // On a 3xx, Retry-After says when to follow the redirect, which intake never does.
   if ((status === 429 || status === 503) && retryAfterMs !== null) delay = Math.max(delay, Math.min(retryAfterMs, MAX_RETRY_AFTER_MS));
-  return now + Math.round(delay);
+  const at = now + Math.round(delay);
+  // A policy's time bound: no attempt starts past it, so the dead letter comes when it says.
+  if (policy?.maxAgeMs != null && at - startedAt > policy.maxAgeMs) return null;
+  return at;
+}
+
+/**
+ * The wait after failed attempt n under a destination's own policy: the interval each time
+ * (linear), or doubling from it (exponential) up to a day; undefined after its last attempt.
+ */
+function policyDelay(policy: RetryPolicy, attempt: number): number | undefined {
+  if (attempt >= policy.attempts) return undefined;
+  return policy.strategy === 'linear' ? policy.intervalMs : Math.min(policy.intervalMs * 2 ** (attempt - 1), MAX_POLICY_WAIT_MS);
 }
 
 /** Uniform in [0, 1) from the CSPRNG, as every random number of the service is (test/key-material.test.ts). */

@@ -123,6 +123,16 @@ export function watchParts(metrics: Metrics, parts: WatchedParts): void {
     ],
   );
   counter(
+    'intake_delivery_rule_outcomes_total',
+    "Deliveries this node's workers settled by a destination's rules without an attempt (filtered, deduplicated), and attempts its transformations failed (transformation_error).",
+    ['outcome'],
+    () => [
+      [{ outcome: 'filtered' }, dispatcher.counts.filtered],
+      [{ outcome: 'deduplicated' }, dispatcher.counts.deduplicated],
+      [{ outcome: 'transformation_error' }, dispatcher.counts.transformationErrors],
+    ],
+  );
+  counter(
     'intake_delivery_claims_shed_total',
     "Rounds in which this node's delivery worker claimed nothing because intake was near one of its bounds.",
     [],

@@ -5,6 +5,7 @@ import { MAX_ROTATION_GRACE_SECONDS } from '../domain/api-key.js';
 import { validDestinationHeaders } from '../domain/destination-headers.js';
 import { validEventPatterns } from '../domain/event-patterns.js';
 import { isId, newSequencedId } from '../domain/ids.js';
+import { NO_RULES, validRules } from '../domain/rules/rules.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { AppError } from '../errors.js';
 import type { Actor, AuditEvent, Destination, DestinationChanges, NewDestination, Store } from '../store/store.js';
@@ -30,6 +31,8 @@ export interface DestinationInput {
   timeoutMs?: number;
   ratePerSecond?: number | null;
   maxInFlight?: number;
+  /** As the API takes them (src/domain/rules/rules.ts's validRules); null or absent: none. */
+  rules?: unknown;
 }
 
 /** What a change may touch; `headers` replaces the whole set. */
@@ -104,6 +107,7 @@ export class DestinationManagement {
       timeoutMs: settings.timeoutMs!,
       ratePerSecond: settings.ratePerSecond ?? null,
       maxInFlight: settings.maxInFlight!,
+      rules: settings.rules ?? NO_RULES,
       secretSealed: this.options.secrets.seal(signingSecret),
       createdAt: now,
     };
@@ -171,6 +175,7 @@ export class DestinationManagement {
     if (input.timeoutMs !== undefined) valid.timeoutMs = validNumber('timeoutMs', input.timeoutMs);
     if (input.ratePerSecond !== undefined) valid.ratePerSecond = input.ratePerSecond === null ? null : validNumber('ratePerSecond', input.ratePerSecond);
     if (input.maxInFlight !== undefined) valid.maxInFlight = validNumber('maxInFlight', input.maxInFlight);
+    if (input.rules !== undefined) valid.rules = validRules(input.rules);
     if (input.integrationIds !== undefined) valid.integrationIds = await this.validIntegrations(companyId, input.integrationIds);
     if (input.url !== undefined) {
       refuseOwnOrigin(input.url, this.options.baseUrl);

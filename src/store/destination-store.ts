@@ -4,6 +4,7 @@ import type {
   AttemptResult,
   ClaimedDelivery,
   ClaimOptions,
+  DedupeClaim,
   Delivery,
   DeliveryAttempt,
   DeliveryBacklog,
@@ -59,6 +60,15 @@ export interface DestinationStore {
    * claims never scan a paused destination's backlog. Returns how many moved.
    */
   reconcileHeldDeliveries(now: number, limit: number): Promise<number>;
+  /** Versions of destinations' rules, as stored JSON (a version never changes: workers keep what they read). */
+  readDestinationRules(refs: Array<{ destinationId: string; version: number }>): Promise<Array<{ destinationId: string; version: number; rules: string }>>;
+  /**
+   * Takes each deduplication key for its delivery unless another delivery holds it within
+   * its window, in one statement per key (so two nodes agree on the first); a key past its
+   * window is taken over. For each claim, the delivery that holds its key now: its own id,
+   * or the one it duplicates. Also removes some keys long expired.
+   */
+  claimDedupeKeys(claims: DedupeClaim[], now: number): Promise<Array<{ deliveryId: string; heldBy: string }>>;
   /**
    * Vacuums the deliveries table now (PostgreSQL; nothing on SQLite), skipping it when
    * another node is vacuuming it: the dead entries every lease and result leaves in the

@@ -1,4 +1,5 @@
 import type { PageCursor } from '../domain/cursor.js';
+import type { DestinationRules } from '../domain/rules/rules.js';
 import type { PayloadFormat } from '../domain/webhook-body.js';
 
 /**
@@ -35,6 +36,10 @@ export interface Destination {
   lastSuccessAt: number | null;
   /** While a rotation's overlap lasts, the previous secret also signs until then. */
   previousSecretExpiresAt: number | null;
+  /** Its filter, transformation, deduplication, delay and retry policy (src/domain/rules/rules.ts). */
+  rules: DestinationRules;
+  /** Every save of the rules is a new version; 0: never given any. */
+  rulesVersion: number;
   createdAt: number;
   updatedAt: number;
 }
@@ -53,6 +58,7 @@ export interface NewDestination {
   ratePerSecond: number | null;
   maxInFlight: number;
   secretSealed: string;
+  rules: DestinationRules;
   createdAt: number;
 }
 
@@ -63,6 +69,8 @@ export type DestinationChanges = Partial<
   headers?: { sealed: string | null; names: string[] };
   /** A new signing secret; the previous one keeps signing until `previousExpiresAt`. */
   secret?: { sealed: string; previousExpiresAt: number };
+  /** A new version of the whole set of rules. */
+  rules?: DestinationRules;
   /**
    * `active` from paused or disabled clears the failure streak; `paused` by a person;
    * `disabled` only by intake (when results are written: exchangeDeliveries).
@@ -74,10 +82,15 @@ export type DestinationChanges = Partial<
  * `pending`: waiting for its next attempt, or in flight; `held`: its destination is paused
  * or disabled (pending again when it is resumed); `succeeded`; `failed`: the schedule ran
  * out, or the webhook was purged first (the dead letter, replayable); `cancelled`: its
- * destination was deleted.
+ * destination was deleted; `filtered`: the destination's filter refused it, or its
+ * transformation returned nothing (no attempt made); `deduplicated`: it repeats a delivery
+ * of the destination within its deduplication window (no attempt made).
  */
-export type DeliveryState = 'pending' | 'held' | 'succeeded' | 'failed' | 'cancelled';
-export const DELIVERY_STATES: readonly DeliveryState[] = ['pending', 'held', 'succeeded', 'failed', 'cancelled'];
+export type DeliveryState = 'pending' | 'held' | 'succeeded' | 'failed' | 'cancelled' | 'filtered' | 'deduplicated';
+export const DELIVERY_STATES: readonly DeliveryState[] = ['pending', 'held', 'succeeded', 'failed', 'cancelled', 'filtered', 'deduplicated'];
+
+/** Why a `filtered` delivery was not sent. */
+export type SkippedBy = 'filter' | 'transformation';
 
 export interface Delivery {
   id: string;
@@ -97,6 +110,12 @@ export interface Delivery {
   lastAttemptAt: number | null;
   lastStatus: number | null;
   lastError: string | null;
+  /** The rules version its last attempt (or its skip) used; null before the destination had rules. */
+  rulesVersion: number | null;
+  /** For a `filtered` delivery: what refused it. */
+  skippedBy: SkippedBy | null;
+  /** For a `deduplicated` delivery: the delivery it repeats. */
+  duplicateOf: string | null;
   createdAt: number;
   updatedAt: number;
 }
@@ -112,6 +131,7 @@ export type AttemptErrorClass =
   | 'tls'
   | 'blocked_address'
   | 'webhook_purged'
+  | 'transformation_error'
   | 'other';
 
 export interface DeliveryAttempt {
@@ -151,7 +171,11 @@ export interface ClaimedDelivery {
     /** Signs too while a rotation's overlap lasts. */
     previousSecretSealed: string | null;
     headersSealed: string | null;
+    /** Its rules' version when claimed (Store.readDestinationRules); 0: none. */
+    rulesVersion: number;
   };
+  /** When the current series began: the webhook's arrival, or the replay's start (a retry policy's time bound counts from it). */
+  seriesStartedAt: number;
   /** Where the webhook's body is (Store.readWebhookBodies, unless the worker has it in memory). */
   webhookReceivedAt: number;
   /**
@@ -172,6 +196,8 @@ export interface DeliveryBacklog {
 /** A webhook as a delivery sends it. */
 export interface WebhookBody {
   rawBody: Buffer;
+  /** Its stored headers, as JSON (what a destination's rules read). */
+  headersJson: string;
   /** The Content-Type it arrived with. */
   contentType: string;
   /** Intake deliveries it had come through when it arrived (its `x-intake-hops`). */
@@ -208,10 +234,28 @@ export interface AttemptResult {
   leaseToken: string;
   /** Its series and number are the claim's. */
   attempt: Omit<DeliveryAttempt, 'id' | 'deliveryId' | 'destinationId'>;
-  /** `succeeded`, `failed` (for good), or `retry` at attempt.nextAttemptAt. */
-  outcome: 'succeeded' | 'failed' | 'retry';
+  /**
+   * `succeeded`, `failed` (for good), or `retry` at attempt.nextAttemptAt; or, with no
+   * attempt made (its `attempt` is not recorded), `filtered` or `deduplicated` by the rules.
+   */
+  outcome: 'succeeded' | 'failed' | 'retry' | 'filtered' | 'deduplicated';
   /** The receiver said 410 Gone: the destination is disabled at once. */
   gone: boolean;
+  /** The destination's rules version the worker applied (absent: none). */
+  rulesVersion?: number;
+  /** A `filtered` outcome's cause. */
+  skippedBy?: SkippedBy;
+  /** A `deduplicated` outcome's first delivery. */
+  duplicateOf?: string;
+}
+
+/** A deduplication key a worker takes for a delivery before its first attempt. */
+export interface DedupeClaim {
+  destinationId: string;
+  key: string;
+  deliveryId: string;
+  /** The end of the window; a key past it is free again. */
+  expiresAt: number;
 }
 
 /** A destination intake disabled while applying results: the dispatcher logs it. */

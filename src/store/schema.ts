@@ -27,6 +27,8 @@ export interface Database {
   feed_sequence: FeedSequenceTable;
   redelivery_state: RedeliveryStateTable;
   cli_logins: CliLoginsTable;
+  destination_rules: DestinationRulesTable;
+  delivery_dedupe_keys: DeliveryDedupeKeysTable;
 }
 
 export interface CompaniesTable {
@@ -270,6 +272,10 @@ export interface DestinationsTable {
   rate_window_count: Generated<number>;
   /** The earliest time (µs since the epoch) the destination's next request may go out (migration 0013). */
   rate_next_send_at_us: Generated<number>;
+  /** The current version of its rules in destination_rules; 0: none (migration 0016). */
+  rules_version: Generated<number>;
+  /** How long after its webhook arrived a delivery is first due (the rules' delay). */
+  delay_ms: Generated<number>;
   created_at: number;
   updated_at: number;
   deleted_at: number | null;
@@ -298,6 +304,30 @@ export interface DeliveriesTable {
   updated_at: number;
   /** When the current series began, for a replayed delivery; null for series 0. */
   series_started_at: ColumnType<number | null, number | null | undefined, number | null>;
+  /** The destination's rules version its last attempt (or skip) used; null before rules existed (migration 0016). */
+  rules_version: ColumnType<number | null, number | null | undefined, number | null>;
+  /** For a `filtered` delivery: `filter` or `transformation` (it returned nothing). */
+  skipped_by: ColumnType<string | null, string | null | undefined, string | null>;
+  /** For a `deduplicated` delivery: the delivery it repeats. */
+  duplicate_of: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** Every saved version of a destination's rules (migration 0016). */
+export interface DestinationRulesTable {
+  destination_id: string;
+  version: number;
+  company_id: string;
+  /** JSON of the rules (src/domain/rules/rules.ts). */
+  rules: string;
+  created_at: number;
+}
+
+/** Deduplication keys within their window: the first delivery with a key holds it. */
+export interface DeliveryDedupeKeysTable {
+  destination_id: string;
+  key: string;
+  delivery_id: string;
+  expires_at: number;
 }
 
 export interface DeliveryAttemptsTable {

@@ -78,9 +78,10 @@ interface AuditCase {
 /**
  * Changes of a person, not of a company: sessions, their own account, and the invitation
  * links used by whoever holds them (accepting one is in its company's log as member.add,
- * test/api/invitations.test.ts).
+ * test/api/invitations.test.ts). And a POST that changes nothing: trying a destination's rules.
  */
-const NOT_A_COMPANY_CHANGE = /^\/api\/v1\/(auth|account)\/|^\/api\/v1\/invitations\/(lookup|accept)$|^\/api\/v1\/cli-logins(\/:user_code\/(approve|deny))?$/;
+const NOT_A_COMPANY_CHANGE =
+  /^\/api\/v1\/(auth|account)\/|^\/api\/v1\/invitations\/(lookup|accept)$|^\/api\/v1\/cli-logins(\/:user_code\/(approve|deny))?$|^\/api\/v1\/destinations\/:destination_id\/rules\/try$/;
 
 /** A fresh integration with a GitHub source (its secret generated), made as the CLI. */
 async function githubIntegration() {

@@ -99,3 +99,34 @@ describe('parseRetryAfter', () => {
     },
   );
 });
+
+describe("a destination's own retry policy", () => {
+  const policy = (strategy: 'linear' | 'exponential', attempts: number, intervalMs: number, maxAgeMs: number | null = null) => ({ strategy, attempts, intervalMs, maxAgeMs });
+  const next = (attempt: number, p: ReturnType<typeof policy>, startedAt = NOW) =>
+    nextAttemptAt({ attempt, now: NOW, status: 500, retryAfterMs: null, random: NO_JITTER, policy: p, startedAt });
+
+  test('linear: the interval each time, for its attempts and no more', () => {
+    const p = policy('linear', 3, MINUTE);
+    expect([1, 2].map((n) => next(n, p)! - NOW)).toEqual([MINUTE, MINUTE]);
+    expect(next(3, p)).toBeNull();
+  });
+
+  test('exponential: doubling from the interval, each wait at most a day', () => {
+    const p = policy('exponential', 50, 30 * SECOND);
+    expect([1, 2, 3, 4].map((n) => next(n, p)! - NOW)).toEqual([30 * SECOND, MINUTE, 2 * MINUTE, 4 * MINUTE]);
+    expect(next(40, p)! - NOW).toBe(24 * HOUR);
+    expect(next(50, p)).toBeNull();
+  });
+
+  test('the time bound: no attempt starts later than max age after the series began', () => {
+    const p = policy('linear', 50, 10 * MINUTE, HOUR);
+    expect(next(1, p, NOW - 49 * MINUTE)).toBe(NOW + 10 * MINUTE);
+    expect(next(1, p, NOW - 51 * MINUTE)).toBeNull();
+  });
+
+  test('a loop still ends it at once, and Retry-After still pushes it back', () => {
+    const p = policy('linear', 10, MINUTE);
+    expect(nextAttemptAt({ attempt: 1, now: NOW, status: 508, retryAfterMs: null, random: NO_JITTER, policy: p })).toBeNull();
+    expect(nextAttemptAt({ attempt: 1, now: NOW, status: 429, retryAfterMs: HOUR, random: NO_JITTER, policy: p })).toBe(NOW + HOUR);
+  });
+});

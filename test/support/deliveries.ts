@@ -1,4 +1,5 @@
 import { newId } from '../../src/domain/ids.js';
+import { NO_RULES } from '../../src/domain/rules/rules.js';
 import { MAX_DESTINATIONS } from '../../src/services/destinations.js';
 import type { AttemptResult, ClaimedDelivery, ClaimOptions, DisabledDestination, NewDestination, Store } from '../../src/store/store.js';
 
@@ -30,6 +31,7 @@ export async function addDestination(store: Store, companyId: string, settings: 
     ratePerSecond: null,
     maxInFlight: 10,
     secretSealed: 'sealed-secret',
+    rules: NO_RULES,
     createdAt: Date.now(),
     ...settings,
   };

@@ -135,3 +135,18 @@ async function listen(server: Server, answer: Answer, scheme: 'http' | 'https', 
       }),
   };
 }
+
+/** Receivers a test file starts, each closed by `closeAll` (its afterEach). */
+export function receiverSet(): { add(start: Promise<Receiver>): Promise<Receiver>; closeAll(): Promise<void> } {
+  const started: Receiver[] = [];
+  return {
+    async add(start) {
+      const receiver = await start;
+      started.push(receiver);
+      return receiver;
+    },
+    async closeAll() {
+      await Promise.all(started.splice(0).map((receiver) => receiver.close()));
+    },
+  };
+}

@@ -4,6 +4,7 @@ import type { DestinationStore, RedeliveryFinish, RedeliveryRecord } from '../de
 import type {
   AttemptResult,
   ClaimOptions,
+  DedupeClaim,
   Delivery,
   DeliveryAttempt,
   DeliveryBacklog,
@@ -35,6 +36,7 @@ import { readWebhookBodies } from '../queries/delivery-claims.js';
 import { deliveryBacklog, destinationStats } from '../queries/delivery-stats.js';
 import * as deliveryWork from '../queries/delivery-work.js';
 import * as destinations from '../queries/destinations.js';
+import * as destinationRules from '../queries/destination-rules.js';
 import { readFeed } from '../queries/feed.js';
 import * as redeliveries from '../queries/redeliveries.js';
 import { KyselyStoreBase } from './store-base.js';
@@ -49,6 +51,12 @@ export class KyselyDestinationStore extends KyselyStoreBase implements Destinati
   }
   readWebhookBodies(refs: WebhookRef[]): Promise<Array<WebhookBody & { uuid: string }>> {
     return readWebhookBodies(this.db, refs);
+  }
+  readDestinationRules(refs: Array<{ destinationId: string; version: number }>) {
+    return destinationRules.readDestinationRules(this.db, refs);
+  }
+  claimDedupeKeys(claims: DedupeClaim[], now: number) {
+    return destinationRules.claimDedupeKeys(this.db, claims, now);
   }
   reconcileHeldDeliveries(now: number, limit: number): Promise<number> {
     return deliveryWork.reconcileHeldDeliveries(this.db, now, limit);

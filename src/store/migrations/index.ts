@@ -15,6 +15,7 @@ import * as redeliveries from './0012-redeliveries.js';
 import * as destinationRateSpacing from './0013-destination-rate-spacing.js';
 import * as traceIds from './0014-trace-ids.js';
 import * as cliLogins from './0015-cli-logins.js';
+import * as destinationRules from './0016-destination-rules.js';
 
 export { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../dialect-types.js';
 
@@ -40,6 +41,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0013-destination-rate-spacing': destinationRateSpacing,
   '0014-trace-ids': traceIds,
   '0015-cli-logins': cliLogins,
+  '0016-destination-rules': destinationRules,
 };
 
 /** Every migration's name, in order: what a new database gets. */

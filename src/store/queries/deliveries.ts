@@ -1,6 +1,6 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { Database, DeliveriesTable, DeliveryAttemptsTable } from '../schema.js';
-import type { AttemptErrorClass, Delivery, DeliveryAttempt, DeliveryQuery, DeliveryState } from '../store.js';
+import type { AttemptErrorClass, Delivery, DeliveryAttempt, DeliveryQuery, DeliveryState, SkippedBy } from '../store.js';
 
 /** A company's deliveries as people read them (the workers' side: delivery-work.ts; replays and sends: redeliveries.ts). */
 
@@ -20,6 +20,9 @@ export function deliveryOfRow(row: Selectable<DeliveriesTable>): Delivery {
     lastAttemptAt: row.last_attempt_at === null ? null : Number(row.last_attempt_at),
     lastStatus: row.last_status,
     lastError: row.last_error,
+    rulesVersion: row.rules_version ?? null,
+    skippedBy: (row.skipped_by ?? null) as SkippedBy | null,
+    duplicateOf: row.duplicate_of ?? null,
     createdAt: Number(row.created_at),
     updatedAt: Number(row.updated_at),
   };

@@ -48,6 +48,7 @@ export type LockedDestination = Pick<
   | 'previous_secret_sealed'
   | 'previous_secret_expires_at'
   | 'headers_sealed'
+  | 'rules_version'
   | 'status'
   | 'failing_since'
   | 'last_success_at'
@@ -118,7 +119,7 @@ export async function destinationsToClaimFrom(trx: Kysely<Database>, now: number
 async function dueOf(trx: Kysely<Database>, destinationId: string, now: number, limit: number) {
   return trx
     .selectFrom('deliveries')
-    .select(['id', 'company_id', 'destination_id', 'webhook_uuid', 'webhook_received_at', 'integration_id', 'event', 'attempts', 'series', 'next_attempt_at'])
+    .select(['id', 'company_id', 'destination_id', 'webhook_uuid', 'webhook_received_at', 'integration_id', 'event', 'attempts', 'series', 'series_started_at', 'next_attempt_at'])
     .where('destination_id', '=', destinationId)
     .where(PENDING_OF_ONE_DESTINATION)
     .where('next_attempt_at', '<=', now)
@@ -151,6 +152,7 @@ export async function lockDestinations(trx: Kysely<Database>, types: DialectType
           'previous_secret_sealed',
           'previous_secret_expires_at',
           'headers_sealed',
+          'rules_version',
           'status',
           'failing_since',
           'last_success_at',
@@ -293,7 +295,9 @@ export async function claimCandidates(
         secretSealed: destination.secret_sealed,
         previousSecretSealed: previousLive ? destination.previous_secret_sealed : null,
         headersSealed: destination.headers_sealed,
+        rulesVersion: destination.rules_version,
       },
+      seriesStartedAt: c.series_started_at === null ? Number(c.webhook_received_at) : Number(c.series_started_at),
       webhookReceivedAt: Number(c.webhook_received_at),
       sendAt: sendAt.get(c.id) ?? now,
     };
@@ -349,6 +353,7 @@ export async function readWebhookBodies(db: Kysely<Database>, refs: readonly Web
   return rows.filter((row) => companyOf.get(row.uuid) === row.company_id).map((row) => ({
     uuid: row.uuid,
     rawBody: Buffer.from(row.raw_body),
+    headersJson: row.headers,
     ...keptForDelivery(row.headers),
     payloadFormat: row.payload_format as PayloadFormat,
   }));

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { newTimeOrderedId } from '../../domain/ids.js';
 import type { GroupRowWriter } from '../group-rows.js';
 import type { DialectTypes } from '../migrations/index.js';
@@ -53,7 +53,25 @@ export async function recordResults(
         .execute();
       continue;
     }
-    const key = `${result.outcome} ${result.attempt.status} ${result.attempt.error}`;
+    if (result.outcome === 'filtered' || result.outcome === 'deduplicated') {
+      // Settled by the rules, no attempt made: the claim's count of one is taken back.
+      await trx
+        .updateTable('deliveries')
+        .set({
+          state: result.outcome,
+          lease_token: null,
+          next_attempt_at: null,
+          attempts: sql<number>`attempts - 1`,
+          rules_version: result.rulesVersion ?? null,
+          skipped_by: result.skippedBy ?? null,
+          duplicate_of: result.duplicateOf ?? null,
+          updated_at: now,
+        })
+        .where('id', '=', result.deliveryId)
+        .execute();
+      continue;
+    }
+    const key = `${result.outcome} ${result.attempt.status} ${result.attempt.error} ${result.rulesVersion ?? ''}`;
     const group = settled.get(key);
     if (group) group.push(result);
     else settled.set(key, [result]);
@@ -66,9 +84,10 @@ export async function recordResults(
       .execute();
   }
   // Every attempt is recorded, whether or not its delivery is still its own: it was made.
+  const made = results.filter((result) => result.outcome !== 'filtered' && result.outcome !== 'deduplicated');
   await groupRows.insertAttempts(
     trx,
-    results.map((result) => ({
+    made.map((result) => ({
       id: newTimeOrderedId('att', result.attempt.attemptedAt),
       company_id: result.companyId,
       delivery_id: result.deliveryId,
@@ -83,7 +102,7 @@ export async function recordResults(
       next_attempt_at: result.attempt.nextAttemptAt,
     })),
   );
-  return trackHealth(trx, results, now, disableAfterMs, destinations);
+  return trackHealth(trx, made, now, disableAfterMs, destinations);
 }
 
 /** What a delivery keeps of its latest attempt; its lease ends with it. */
@@ -94,6 +113,10 @@ function lastAttempt(group: readonly AttemptResult[]) {
     last_attempt_at: Math.max(...group.map((result) => result.attempt.attemptedAt)),
     last_status: attempt.status,
     last_error: attempt.error,
+    rules_version: group[0]!.rulesVersion ?? null,
+    // A delivery replayed after the rules had skipped it is no longer skipped.
+    skipped_by: null,
+    duplicate_of: null,
   };
 }
 

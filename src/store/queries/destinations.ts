@@ -3,13 +3,17 @@ import type { PageCursor } from '../../domain/cursor.js';
 import type { DialectTypes } from '../migrations/index.js';
 import type { Database, DestinationsTable } from '../schema.js';
 import { headersFollowUrl } from '../../domain/destination-headers.js';
+import { hasRules, NO_RULES, rulesFromJson, rulesToJson, type DestinationRules } from '../../domain/rules/rules.js';
 import type { AuditEvent, Destination, DestinationChanges, DestinationStatus, NewDestination } from '../store.js';
 import { insertAudit } from './audit.js';
 import { lockCompany } from './members.js';
 
 /** A company's destinations: their settings, sealed secrets and status (the management side). */
 
-export function destinationOfRow(row: Selectable<DestinationsTable>): Destination {
+/** A destination's row with its current rules' JSON (null when it has none). */
+type DestinationRow = Selectable<DestinationsTable> & { rules_json: string | null };
+
+export function destinationOfRow(row: DestinationRow): Destination {
   return {
     id: row.id,
     companyId: row.company_id,
@@ -27,6 +31,8 @@ export function destinationOfRow(row: Selectable<DestinationsTable>): Destinatio
     failingSince: row.failing_since === null ? null : Number(row.failing_since),
     lastSuccessAt: row.last_success_at === null ? null : Number(row.last_success_at),
     previousSecretExpiresAt: row.previous_secret_expires_at === null ? null : Number(row.previous_secret_expires_at),
+    rules: row.rules_json === null ? NO_RULES : rulesFromJson(row.rules_json),
+    rulesVersion: row.rules_version,
     createdAt: Number(row.created_at),
     updatedAt: Number(row.updated_at),
   };
@@ -71,6 +77,8 @@ export async function createDestination(
         timeout_ms: destination.timeoutMs,
         rate_per_second: destination.ratePerSecond,
         max_in_flight: destination.maxInFlight,
+        rules_version: hasRules(destination.rules) ? 1 : 0,
+        delay_ms: destination.rules.delayMs,
         disabled_reason: null,
         status_changed_at: destination.createdAt,
         failing_since: null,
@@ -80,23 +88,39 @@ export async function createDestination(
         deleted_at: null,
       })
       .execute();
+    if (hasRules(destination.rules)) await insertRules(trx, companyId, destination.id, 1, destination.rules, destination.createdAt);
     await insertAudit(trx, companyId, { ...audit, targetId: destination.id });
     return (await findLiveDestination(trx, companyId, destination.id))!;
   });
 }
 
+async function insertRules(trx: Kysely<Database>, companyId: string, destinationId: string, version: number, rules: DestinationRules, at: number): Promise<void> {
+  await trx
+    .insertInto('destination_rules')
+    .values({ destination_id: destinationId, version, company_id: companyId, rules: rulesToJson(rules), created_at: at })
+    .execute();
+}
+
 /** The company's destination with this id, unless it was deleted. */
 export async function findLiveDestination(db: Kysely<Database>, companyId: string, destinationId: string): Promise<Destination | undefined> {
-  const row = await liveDestination(db, companyId, destinationId).selectAll().executeTakeFirst();
+  const row = await withRules(liveDestination(db, companyId, destinationId)).executeTakeFirst();
   return row && destinationOfRow(row);
 }
 
 function liveDestination(db: Kysely<Database>, companyId: string, destinationId: string) {
   return db
     .selectFrom('destinations')
-    .where('company_id', '=', companyId)
-    .where('id', '=', destinationId)
-    .where('deleted_at', 'is', null);
+    .where('destinations.company_id', '=', companyId)
+    .where('destinations.id', '=', destinationId)
+    .where('destinations.deleted_at', 'is', null);
+}
+
+/** Every column of the destinations selected, with their current rules beside them. */
+function withRules<Q extends ReturnType<typeof liveDestination>>(query: Q) {
+  return query
+    .leftJoin('destination_rules as r', (join) => join.onRef('r.destination_id', '=', 'destinations.id').onRef('r.version', '=', 'destinations.rules_version'))
+    .selectAll('destinations')
+    .select('r.rules as rules_json');
 }
 
 /** The company's live destinations, newest first. */
@@ -105,14 +129,17 @@ export async function listDestinations(
   companyId: string,
   query: { limit: number; cursor?: PageCursor },
 ): Promise<Destination[]> {
-  let select = db.selectFrom('destinations').selectAll().where('company_id', '=', companyId).where('deleted_at', 'is', null);
+  let select = db.selectFrom('destinations').where('destinations.company_id', '=', companyId).where('destinations.deleted_at', 'is', null);
   const cursor = query.cursor;
   if (cursor) {
     select = select.where((eb) =>
-      eb.or([eb('created_at', '<', cursor.at), eb.and([eb('created_at', '=', cursor.at), eb('id', '<', cursor.id)])]),
+      eb.or([
+        eb('destinations.created_at', '<', cursor.at),
+        eb.and([eb('destinations.created_at', '=', cursor.at), eb('destinations.id', '<', cursor.id)]),
+      ]),
     );
   }
-  const rows = await select.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(query.limit).execute();
+  const rows = await withRules(select).orderBy('destinations.created_at', 'desc').orderBy('destinations.id', 'desc').limit(query.limit).execute();
   return rows.map(destinationOfRow);
 }
 
@@ -133,8 +160,9 @@ export async function updateDestination(
   audit: AuditEvent,
 ): Promise<{ before: Destination; after: Destination } | undefined> {
   return db.transaction().execute(async (trx) => {
-    const row = await types.lockForUpdate(liveDestination(trx, companyId, destinationId).selectAll()).executeTakeFirst();
-    if (!row) return undefined;
+    const locked = await types.lockForUpdate(liveDestination(trx, companyId, destinationId).select('destinations.id')).executeTakeFirst();
+    if (!locked) return undefined;
+    const row = (await withRules(liveDestination(trx, companyId, destinationId)).executeTakeFirst())!;
     const before = destinationOfRow(row);
     const set: Updateable<DestinationsTable> = { updated_at: at };
     if (changes.name !== undefined) set.name = changes.name;
@@ -144,6 +172,13 @@ export async function updateDestination(
     if (changes.timeoutMs !== undefined) set.timeout_ms = changes.timeoutMs;
     if (changes.ratePerSecond !== undefined) set.rate_per_second = changes.ratePerSecond;
     if (changes.maxInFlight !== undefined) set.max_in_flight = changes.maxInFlight;
+    if (changes.rules !== undefined) {
+      // Every save is a new version, even one that clears them: a delivery's version then
+      // always names the rules it went out under.
+      set.rules_version = row.rules_version + 1;
+      set.delay_ms = changes.rules.delayMs;
+      await insertRules(trx, companyId, destinationId, row.rules_version + 1, changes.rules, at);
+    }
     const headers =
       changes.headers ?? (changes.url !== undefined && !headersFollowUrl(row.url, changes.url) ? { sealed: null, names: [] } : undefined);
     if (headers !== undefined) {

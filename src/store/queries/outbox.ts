@@ -11,7 +11,7 @@ import type { PendingWebhook } from '../store.js';
  * from a cache: a destination created a moment before a webhook is committed gets it.
  * A destination that is paused or disabled gets its rows `held`, to be sent once resumed.
  * A source test's sample gets none. Returns the uuids of the webhooks that have a delivery
- * due now (not held).
+ * due now (not held, not delayed by the destination's rules).
  */
 export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly PendingWebhook[], writer: GroupRowWriter): Promise<Set<string>> {
   const due = new Set<string>();
@@ -21,7 +21,7 @@ export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly
   const companies = [...new Set(accepted.map((webhook) => webhook.companyId))];
   const destinations = await trx
     .selectFrom('destinations')
-    .select(['id', 'company_id', 'integration_ids', 'event_patterns', 'status'])
+    .select(['id', 'company_id', 'integration_ids', 'event_patterns', 'status', 'delay_ms'])
     .where('company_id', 'in', companies)
     .where('deleted_at', 'is', null)
     .execute();
@@ -32,6 +32,7 @@ export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly
     integrationIds: row.integration_ids === null ? null : new Set(JSON.parse(row.integration_ids) as string[]),
     patterns: JSON.parse(row.event_patterns) as string[],
     active: row.status === 'active',
+    delayMs: row.delay_ms,
   }));
   const rows = accepted.flatMap((webhook): NewDeliveryRow[] =>
     filters
@@ -50,12 +51,13 @@ export async function insertDeliveries(trx: Kysely<Database>, accepted: readonly
         integration_id: webhook.integrationId,
         event: webhook.event,
         state: d.active ? 'pending' : 'held',
-        next_attempt_at: d.active ? webhook.receivedAt : null,
+        // The rules' delay: first due that long after the webhook arrived.
+        next_attempt_at: d.active ? webhook.receivedAt + d.delayMs : null,
         created_at: webhook.receivedAt,
         updated_at: webhook.receivedAt,
       })),
   );
   await writer.insertDeliveries(trx, rows);
-  for (const row of rows) if (row.state === 'pending') due.add(row.webhook_uuid);
+  for (const row of rows) if (row.state === 'pending' && row.next_attempt_at === row.webhook_received_at) due.add(row.webhook_uuid);
   return due;
 }

@@ -17,6 +17,7 @@ export const THREAD_METHODS = {
     'purgeExpired',
     'exchangeDeliveries',
     'reconcileHeldDeliveries',
+    'claimDedupeKeys',
     'replayDelivery',
     'beginRedelivery',
     'replayStep',

@@ -75,6 +75,9 @@ export class ThreadedSqliteStore extends KyselyStore {
   override reconcileHeldDeliveries(...args: Args<'reconcileHeldDeliveries'>) {
     return this.commitThread.call('reconcileHeldDeliveries', ...args);
   }
+  override claimDedupeKeys(...args: Args<'claimDedupeKeys'>) {
+    return this.commitThread.call('claimDedupeKeys', ...args);
+  }
   override replayDelivery(...args: Args<'replayDelivery'>) {
     return this.commitThread.call('replayDelivery', ...args);
   }

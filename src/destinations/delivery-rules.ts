@@ -1,0 +1,263 @@
+import { dedupeKey, filterInputOf, passesFilter, rulesFromJson, type DestinationRules } from '../domain/rules/rules.js';
+import type { FilterInput } from '../domain/rules/filter.js';
+import type { ClaimedDelivery, DedupeClaim, Store, WebhookBody } from '../store/store.js';
+import type { TransformContext, TransformOutcome, TransformRequest } from './transform/pool.js';
+
+/**
+ * A destination's rules as the delivery worker applies them (src/domain/rules/rules.ts says
+ * what each does): the versions read once and kept, the filter and deduplication judged
+ * before any attempt (the keys taken in one store call per round), the transformation run
+ * in the sandbox's workers as an attempt starts.
+ */
+
+/** What runs transformations: the sandbox's pool (src/destinations/transform/pool.ts). */
+export interface Transformer {
+  run(code: string, request: TransformRequest, context: TransformContext): Promise<TransformOutcome>;
+}
+
+/** What the rules decided before an attempt: send it (its rules, if any), or settle it unsent. */
+export type Verdict =
+  | { kind: 'send'; rules: DestinationRules | null }
+  | { kind: 'filtered'; by: 'filter' }
+  | { kind: 'deduplicated'; of: string };
+
+/** What an attempt sends once its transformation ran: the request, or nothing, or why not. */
+export type Shaped =
+  | { kind: 'request'; url: string; body: Buffer; contentType: string; headers: Record<string, string> }
+  | { kind: 'dropped' }
+  | { kind: 'error'; message: string };
+
+/**
+ * Transformations of one company running or waiting for a sandbox worker at once, on this
+ * node: a company whose code loops on every delivery holds one worker at a time for its CPU
+ * limit, and another company's transformations always find the other free (the pool has
+ * two), whatever the first's backlog.
+ */
+const TRANSFORMS_PER_COMPANY = 1;
+
+/** Versions kept at most: each is small, and a version never changes once saved. */
+const MAX_CACHED_VERSIONS = 2000;
+/** The first 1 KiB of a transformation's error, as the attempt log keeps a response's. */
+const MAX_ERROR_BYTES = 1024;
+
+/**
+ * Header names a transformation may not set: intake's own (signatures, its marks, the
+ * trace) and the connection's, as for a destination's extra headers.
+ */
+const RESERVED_HEADER = /^(webhook-|x-intake-|content-length$|host$|connection$|keep-alive$|proxy-|te$|trailer$|transfer-encoding$|upgrade$|expect$|traceparent$|tracestate$|user-agent$)/;
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]{0,4096}$/;
+
+export class DeliveryRules {
+  private readonly versions = new Map<string, DestinationRules>();
+  private readonly turns = new CompanyTurns(TRANSFORMS_PER_COMPANY);
+
+  constructor(
+    private readonly store: Store,
+    private readonly transformer: () => Transformer,
+  ) {}
+
+  /** The rules of each claimed delivery's destination at its claimed version, read where not kept. */
+  async rulesOf(claimed: readonly ClaimedDelivery[]): Promise<Map<string, DestinationRules>> {
+    const wanted = new Map<string, { destinationId: string; version: number }>();
+    for (const delivery of claimed) {
+      const version = delivery.destination.rulesVersion;
+      if (version > 0 && !this.versions.has(versionKey(delivery.destinationId, version))) {
+        wanted.set(versionKey(delivery.destinationId, version), { destinationId: delivery.destinationId, version });
+      }
+    }
+    if (wanted.size > 0) {
+      if (this.versions.size + wanted.size > MAX_CACHED_VERSIONS) this.versions.clear();
+      for (const row of await this.store.readDestinationRules([...wanted.values()])) {
+        this.versions.set(versionKey(row.destinationId, row.version), rulesFromJson(row.rules));
+      }
+    }
+    const rules = new Map<string, DestinationRules>();
+    for (const delivery of claimed) {
+      const found = this.versions.get(versionKey(delivery.destinationId, delivery.destination.rulesVersion));
+      if (found) rules.set(delivery.id, found);
+    }
+    return rules;
+  }
+
+  /**
+   * The filter and deduplication of each claimed delivery whose webhook is still stored. A
+   * key is judged on the series' first attempt only (a retry holds it already), and never
+   * for a replay: replaying is asking for it again.
+   */
+  async judge(
+    claimed: readonly ClaimedDelivery[],
+    bodies: ReadonlyMap<string, WebhookBody>,
+    rules: ReadonlyMap<string, DestinationRules>,
+    now: number,
+  ): Promise<Map<string, Verdict>> {
+    const verdicts = new Map<string, Verdict>();
+    const keys: DedupeClaim[] = [];
+    for (const delivery of claimed) {
+      const webhook = bodies.get(delivery.webhookUuid);
+      const own = rules.get(delivery.id) ?? null;
+      if (own === null || webhook === undefined || (own.filter === null && own.deduplicate === null)) {
+        verdicts.set(delivery.id, { kind: 'send', rules: own });
+        continue;
+      }
+      const input = filterInputOf(webhook.rawBody, webhook.payloadFormat, webhook.headersJson);
+      if (!passesFilter(own, input)) {
+        verdicts.set(delivery.id, { kind: 'filtered', by: 'filter' });
+        continue;
+      }
+      verdicts.set(delivery.id, { kind: 'send', rules: own });
+      const key = own.deduplicate && delivery.series === 0 && delivery.attempt === 1 ? dedupeKey(own.deduplicate, input, webhook.rawBody) : null;
+      if (key !== null) keys.push({ destinationId: delivery.destinationId, key, deliveryId: delivery.id, expiresAt: now + own.deduplicate!.windowMs });
+    }
+    if (keys.length > 0) {
+      for (const { deliveryId, heldBy } of await this.store.claimDedupeKeys(keys, now)) {
+        if (heldBy !== deliveryId) verdicts.set(deliveryId, { kind: 'deduplicated', of: heldBy });
+      }
+    }
+    return verdicts;
+  }
+
+  /**
+   * What the attempt sends: the webhook as it arrived, or as the transformation reshaped it
+   * (its body, headers it adds, a path and query on the destination's URL).
+   */
+  async shape(delivery: ClaimedDelivery, webhook: WebhookBody, rules: DestinationRules | null): Promise<Shaped> {
+    if (rules?.transformation == null) {
+      return { kind: 'request', url: delivery.destination.url, body: webhook.rawBody, contentType: webhook.contentType, headers: {} };
+    }
+    const input = filterInputOf(webhook.rawBody, webhook.payloadFormat, webhook.headersJson);
+    let outcome: TransformOutcome;
+    const code = rules.transformation.code;
+    try {
+      outcome = await this.turns.run(delivery.companyId, () =>
+        this.transformer().run(code, transformRequestOf(input), {
+          webhookId: delivery.webhookUuid,
+          event: delivery.event,
+          integrationId: delivery.integrationId,
+          receivedAt: new Date(delivery.webhookReceivedAt).toISOString(),
+          attempt: delivery.attempt,
+        }),
+      );
+    } catch (error) {
+      // The sandbox could not take it (its queue full, a worker that did not start): a
+      // failed attempt like a transformation's own error, retried on the schedule.
+      return { kind: 'error', message: `The transformation could not run: ${(error as Error).message}.` };
+    }
+    if (outcome.kind === 'dropped') return { kind: 'dropped' };
+    if (outcome.kind === 'error') return { kind: 'error', message: truncate(outcome.message) };
+    return requestOf(delivery.destination.url, webhook, input, outcome.request);
+  }
+}
+
+/** At most `limit` tasks of one company at a time; the others wait their turn, in order. */
+class CompanyTurns {
+  private readonly companies = new Map<string, { running: number; waiting: Array<() => void> }>();
+
+  constructor(private readonly limit: number) {}
+
+  async run<T>(companyId: string, task: () => Promise<T>): Promise<T> {
+    let company = this.companies.get(companyId);
+    if (!company) this.companies.set(companyId, (company = { running: 0, waiting: [] }));
+    if (company.running >= this.limit) await new Promise<void>((resolve) => company.waiting.push(resolve));
+    company.running++;
+    try {
+      return await task();
+    } finally {
+      company.running--;
+      const next = company.waiting.shift();
+      if (next) next();
+      else if (company.running === 0) this.companies.delete(companyId);
+    }
+  }
+}
+
+function versionKey(destinationId: string, version: number): string {
+  return `${destinationId} ${version}`;
+}
+
+/** What a transformation is given: the request as it arrived. */
+export function transformRequestOf(input: FilterInput): TransformRequest {
+  return { body: input.body, headers: { ...input.headers }, path: '', query: {} };
+}
+
+/**
+ * The request a transformation returned, made sendable: the body as JSON (a string as it
+ * is), the headers it set or changed beside the sender's (intake forwards none of those by
+ * itself), and its path and query on the destination's URL (its origin never changes).
+ */
+export function requestOf(destinationUrl: string, webhook: WebhookBody, input: FilterInput, request: TransformRequest): Shaped {
+  const headers: Record<string, string> = {};
+  for (const [rawName, value] of Object.entries(request.headers)) {
+    const name = rawName.toLowerCase();
+    if (input.headers[name] === value) continue;
+    if (!HEADER_NAME.test(name) || !HEADER_VALUE.test(value)) return { kind: 'error', message: `The transformation returned a header intake cannot send: ${JSON.stringify(rawName).slice(0, 120)}.` };
+    if (RESERVED_HEADER.test(name)) return { kind: 'error', message: `The transformation may not set ${name}: intake sets it.` };
+    headers[name] = value;
+  }
+  const textBody = typeof request.body === 'string';
+  const body = Buffer.from(textBody ? (request.body as string) : JSON.stringify(request.body ?? null), 'utf8');
+  const contentType = headers['content-type'] ?? (textBody ? webhook.contentType : 'application/json');
+  delete headers['content-type'];
+  const url = new URL(destinationUrl);
+  if (request.path !== '') url.pathname = `${url.pathname.replace(/\/$/, '')}${request.path}`;
+  for (const [name, value] of Object.entries(request.query)) url.searchParams.set(name, value);
+  return { kind: 'request', url: url.toString(), body, contentType, headers };
+}
+
+function truncate(message: string): string {
+  const bytes = Buffer.from(message, 'utf8');
+  return bytes.length <= MAX_ERROR_BYTES ? message : bytes.subarray(0, MAX_ERROR_BYTES).toString('utf8').replace(/\uFFFD$/, '');
+}
+
+/** What a destination's rules would do with one webhook, as "try it" shows it. */
+export interface RulesPreview {
+  /** Null without a filter. */
+  filter: { passed: boolean } | null;
+  /** The deduplication key (SHA-256, hex); null without deduplication, or when the webhook has none of the fields. */
+  dedupeKey: string | null;
+  /** Null without a transformation. */
+  transformation: { outcome: 'request' | 'dropped' | 'error'; message: string | null } | null;
+  /** What would be sent, unless the filter refused it or the transformation dropped it or failed. */
+  request: { url: string; contentType: string; headers: Record<string, string>; body: Buffer } | null;
+}
+
+/** The webhook a preview judges: a stored one, or one pasted in. */
+export interface PreviewWebhook {
+  rawBody: Buffer;
+  payloadFormat: WebhookBody['payloadFormat'];
+  headersJson: string;
+  contentType: string;
+  uuid: string;
+  event: string;
+  integrationId: string;
+  receivedAt: number;
+}
+
+/**
+ * The rules applied to one webhook without sending anything nor taking a deduplication key:
+ * the filter, the key, the transformation and the request that would go out.
+ */
+export async function previewRules(rules: DestinationRules, destinationUrl: string, webhook: PreviewWebhook, transformer: () => Transformer): Promise<RulesPreview> {
+  const input = filterInputOf(webhook.rawBody, webhook.payloadFormat, webhook.headersJson);
+  const filter = rules.filter === null ? null : { passed: passesFilter(rules, input) };
+  const key = rules.deduplicate === null ? null : dedupeKey(rules.deduplicate, input, webhook.rawBody);
+  const preview: RulesPreview = { filter, dedupeKey: key, transformation: null, request: null };
+  if (filter?.passed === false) return preview;
+  if (rules.transformation === null) {
+    preview.request = { url: destinationUrl, contentType: webhook.contentType, headers: {}, body: webhook.rawBody };
+    return preview;
+  }
+  const outcome = await transformer().run(rules.transformation.code, transformRequestOf(input), {
+    webhookId: webhook.uuid,
+    event: webhook.event,
+    integrationId: webhook.integrationId,
+    receivedAt: new Date(webhook.receivedAt).toISOString(),
+    attempt: 1,
+  });
+  if (outcome.kind === 'dropped') return { ...preview, transformation: { outcome: 'dropped', message: null } };
+  if (outcome.kind === 'error') return { ...preview, transformation: { outcome: 'error', message: truncate(outcome.message) } };
+  const shaped = requestOf(destinationUrl, { ...webhook, hops: 0 }, input, outcome.request);
+  if (shaped.kind === 'error') return { ...preview, transformation: { outcome: 'error', message: shaped.message } };
+  if (shaped.kind !== 'request') return { ...preview, transformation: { outcome: 'dropped', message: null } };
+  return { ...preview, transformation: { outcome: 'request', message: null }, request: { url: shaped.url, contentType: shaped.contentType, headers: shaped.headers, body: shaped.body } };
+}
