@@ -1,4 +1,7 @@
 import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { newSecretsKey, parseSecretsKeys, SecretBox } from '../src/domain/secret-box.js';
 import { openStore } from '../src/store/open-store.js';
@@ -126,4 +129,38 @@ test('create, list, pause, resume, replay, delete', async () => {
   expect(deletions.map((run) => run.json)).toEqual([byDefault, unlimited, destination].map((each) => ({ id: each!.id, deleted: true })));
 
   expect((await runCliJson(['destination', 'list', '--company', company], env)).json).toEqual({ data: [] });
+}, CLI_RUNS_TIMEOUT_MS);
+
+test('rules from files and flags: create with them, replace them, clear them; a bad filter is refused naming its part', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'intake-cli-rules-'));
+  writeFileSync(join(dir, 'filter.json'), JSON.stringify({ body: { data: { livemode: true } } }));
+  writeFileSync(join(dir, 'transform.js'), 'function transform(request) { request.headers["x-cli"] = "1"; return request; }');
+  writeFileSync(join(dir, 'bad.json'), JSON.stringify({ body: { amount: { $regex: 'x' } } }));
+  const { json: created } = await runCliJson(
+    [
+      'destination', 'create', '--company', company, '--name', 'Ruled', '--url', 'https://r.example.invalid/',
+      '--filter', join(dir, 'filter.json'), '--transform', join(dir, 'transform.js'),
+      '--dedupe', 'body.id', '--dedupe-window', '120', '--delay', '30', '--retry', 'linear:2:60',
+    ],
+    env,
+  );
+  expect(created.rules).toEqual({
+    version: 1,
+    filter: { body: { data: { livemode: true } } },
+    transformation: { code: 'function transform(request) { request.headers["x-cli"] = "1"; return request; }' },
+    deduplicate: { fields: ['body.id'], window_seconds: 120 },
+    delay_seconds: 30,
+    retry: { strategy: 'linear', attempts: 2, interval_seconds: 60, max_age_seconds: null },
+  });
+  const { json: replaced } = await runCliJson(['destination', 'rules', '--destination', String(created.id), '--retry', 'exponential:10:30:86400'], env);
+  expect(replaced.rules).toMatchObject({ version: 2, filter: null, transformation: null, retry: { strategy: 'exponential', attempts: 10, interval_seconds: 30, max_age_seconds: 86400 } });
+  const { json: cleared } = await runCliJson(['destination', 'rules', '--destination', String(created.id), '--clear'], env);
+  expect(cleared.rules).toMatchObject({ version: 3, filter: null, retry: null, delay_seconds: 0 });
+
+  const refused = await runCli(['destination', 'rules', '--destination', String(created.id), '--filter', join(dir, 'bad.json')], env);
+  expect(refused.code).not.toBe(0);
+  expect(refused.stderr).toMatch(/rules\.filter\.body\.amount/);
+  const { json: unchanged } = await runCliJson(['destination', 'list', '--company', company], env);
+  expect((unchanged.data as Array<Record<string, any>>).find((d) => d.id === created.id)!.rules.version).toBe(3);
+  rmSync(dir, { recursive: true, force: true });
 }, CLI_RUNS_TIMEOUT_MS);
