@@ -19,7 +19,7 @@ const SigningSecret = Type.String({
  * logs:read as well, as issuing a key that reads webhooks does.
  */
 export const PAYLOADS_NEED_LOGS_READ =
-  'Choosing where webhooks are sent (url) or which are sent (integration_ids, event_patterns, a send) needs logs:read as well as integrations:manage.';
+  'Choosing where webhooks are sent (url), which are sent and in what shape (integration_ids, event_patterns, rules, a send) needs logs:read as well as integrations:manage.';
 
 /** /api/v1/destinations: where the company's webhooks are delivered. */
 export async function destinationRoutes(app: AppInstance, deps: ApiDeps): Promise<void> {
@@ -117,7 +117,7 @@ export async function destinationRoutes(app: AppInstance, deps: ApiDeps): Promis
           'Changes only the fields sent; `headers` replaces the whole set ({} removes them). A `url` of another origin (scheme, ' +
           'host or port) than the current one removes the headers unless the same request sets them: they are most often ' +
           "credentials for the current receiver (`header_names` in the answer shows what is kept). Webhooks accepted from now on " +
-          'follow the new filters; deliveries already made keep theirs. Changing url, integration_ids or event_patterns needs ' +
+          'follow the new filters; deliveries already made keep theirs. Changing url, integration_ids, event_patterns or rules needs ' +
           'logs:read as well.',
         params: DestinationParams,
         body: Type.Partial(Type.Object(DestinationSettings), { minProperties: 1 }),
@@ -126,7 +126,7 @@ export async function destinationRoutes(app: AppInstance, deps: ApiDeps): Promis
     },
     async (request) => {
       const body = request.body;
-      if (body.url !== undefined || body.integration_ids !== undefined || body.event_patterns !== undefined) {
+      if (body.url !== undefined || body.integration_ids !== undefined || body.event_patterns !== undefined || body.rules !== undefined) {
         requirePermission(request, 'logs:read', PAYLOADS_NEED_LOGS_READ);
       }
       const edit: DestinationEdit = {

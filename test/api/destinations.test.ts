@@ -336,6 +336,9 @@ describe('who may', () => {
     const { destination } = await createDestination();
     expect((await api('PATCH', `/destinations/${destination.id}`, { url: 'https://exfil.example.invalid/' }, manageOnly)).statusCode).toBe(403);
     expect((await api('PATCH', `/destinations/${destination.id}`, { event_patterns: ['*'] }, manageOnly)).statusCode).toBe(403);
+    // Rules choose which webhooks go and in what shape.
+    expect((await api('PATCH', `/destinations/${destination.id}`, { rules: { filter: { body: {} } } }, manageOnly)).statusCode).toBe(403);
+    expect((await api('POST', `/destinations/${destination.id}/rules/try`, { webhook: { body: {} } }, manageOnly)).statusCode).toBe(403);
     expect((await api('POST', `/destinations/${destination.id}/send`, { since: new Date(0).toISOString() }, manageOnly)).statusCode).toBe(403);
     const renamed = await api('PATCH', `/destinations/${destination.id}`, { name: 'Renamed by a manage key', timeout_ms: 2000 }, manageOnly);
     expect(renamed.statusCode, renamed.body).toBe(200);
