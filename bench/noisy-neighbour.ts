@@ -4,13 +4,15 @@
  * One tenant's intake while another tenant's viewer runs the heaviest reads the API offers.
  * The victim sends small webhooks as an open loop at a fixed rate; the attacker's company
  * holds big webhooks and its viewer opens live tails, loops searches that match nothing and
- * stalls exports. Phase by phase: the victim's answers and latency, the service's peak
- * memory, and what the attacker's reads got. The same script measures any build (--dist),
+ * stalls exports; last (issue 36), its destination's transformation loops on every delivery
+ * (each run stopped at the sandbox's CPU limit) while it sends webhooks as fast as it can.
+ * Phase by phase: the victim's answers and latency, the service's peak memory, and what
+ * the attacker's reads got. The same script measures any build (--dist),
  * so the code before a fix and after it run side by side.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,11 +28,11 @@ import {
   type RunningAttack,
 } from './tenant-attacks.js';
 import { formatTable, writeResults, type PhaseResult, type TenantResults } from './tenant-report.js';
-import { bigWebhookBody, BIG_WEBHOOK_BYTES, postWebhooks, setUpTenants, type Tenants } from './tenant-setup.js';
+import { bigWebhookBody, BIG_WEBHOOK_BYTES, postWebhooks, runIntakeCli, setUpTenants, type Tenants } from './tenant-setup.js';
 import { runVictimLoad } from './victim-load.js';
 
 /** `posts`: the attacker's company receives the big webhooks (its live tails then read them). */
-type Attack = 'posts' | 'tail' | 'search' | 'exports';
+type Attack = 'posts' | 'tail' | 'search' | 'exports' | 'smallposts' | 'loops';
 const PHASES: Record<string, { title: string; attacks: Attack[] }> = {
   baseline: { title: 'baseline', attacks: [] },
   // A control: what the big webhooks cost by themselves, so the tail's row shows what its reads add.
@@ -39,7 +41,14 @@ const PHASES: Record<string, { title: string; attacks: Attack[] }> = {
   search: { title: 'search', attacks: ['search'] },
   exports: { title: 'stalled exports', attacks: ['exports'] },
   all: { title: 'all at once', attacks: ['tail', 'posts', 'search', 'exports'] },
+  // A control for the next: the same small webhooks of the attacker, without its destination.
+  smallposts: { title: 'small webhooks only', attacks: ['smallposts'] },
+  // Last: its destination stays, and every later webhook of the attacker would loop too.
+  loops: { title: 'looping transformation', attacks: ['smallposts', 'loops'] },
 };
+
+/** The attacker's transformation: never returns, so each run takes the sandbox's CPU limit. */
+const LOOPING_TRANSFORMATION = 'function transform(request) { for (;;) {} }';
 
 /** Longest wait for the service to answer again between phases. */
 const SETTLE_MAX_MS = 60_000;
@@ -52,6 +61,7 @@ const { values: args } = parseArgs({
     rate: { type: 'string', default: '500' },
     streams: { type: 'string', default: '50' },
     'big-webhooks': { type: 'string', default: '20' },
+    'loop-webhooks': { type: 'string', default: '3000' },
     stored: { type: 'string', default: '300' },
     searchers: { type: 'string', default: '2' },
     exports: { type: 'string', default: '14' },
@@ -66,6 +76,7 @@ const settings = {
   seconds: Number(args.seconds),
   streams: Number(args.streams),
   bigWebhooks: Number(args['big-webhooks']),
+  loopWebhooks: Number(args['loop-webhooks']),
   stored: Number(args.stored),
   searchers: Number(args.searchers),
   exports: Number(args.exports),
@@ -102,6 +113,8 @@ async function main(): Promise<boolean> {
   const env = {
     INTAKE_DATABASE_URL: database.url,
     INTAKE_SECRETS_KEY: process.env.INTAKE_SECRETS_KEY ?? randomBytes(32).toString('hex'),
+    // The looping phase's destination is on loopback (nothing is ever sent to it).
+    INTAKE_DESTINATION_ALLOW: '127.0.0.1/32',
   };
   const service = await startServer(`${dist}/main.js`, env, `${workDir}/service.log`, '/readyz');
   running.push(service);
@@ -121,6 +134,13 @@ async function main(): Promise<boolean> {
       say(`  storing ${settings.stored - bigStored} big webhooks in the attacker's company for its reads`);
       storedForReads = await postWebhooks(bigTarget, settings.stored - bigStored, 4, Date.now() + 180_000);
       bigStored += storedForReads['202'] ?? 0;
+    }
+    if (phase.attacks.includes('loops')) {
+      const code = `${workDir}/looping-transformation.js`;
+      writeFileSync(code, LOOPING_TRANSFORMATION);
+      await runIntakeCli(dist, env, [
+        'destination', 'create', '--company', tenants.attackerCompanyId, '--name', 'loops', '--url', 'http://127.0.0.1:9/never', '--rate', 'none', '--transform', code,
+      ]);
     }
     const settleSeconds = await settle(service, baseUrl);
     // Measured while this run is idle: what else is using the machine just now.
@@ -151,6 +171,13 @@ async function main(): Promise<boolean> {
   const path = writeResults(root, report);
   say(`\n${formatTable(report)}\n\nservice exit code ${serviceExitCode}; written to ${path}`);
   return serviceExitCode === 0;
+}
+
+/** The service's count of failed transformations so far (its /metrics). */
+async function transformationErrors(baseUrl: string): Promise<number> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith('intake_delivery_rule_outcomes_total{outcome="transformation_error"}'));
+  return line === undefined ? -1 : Number(line.split(' ').at(-1));
 }
 
 /**
@@ -184,8 +211,13 @@ async function runPhase(
     timeoutMs: settings.timeoutMs,
   });
   const bigWebhooks = attacks.includes('posts') ? postWebhooks(bigTarget, settings.bigWebhooks, 4, phaseEnd) : null;
+  const loopPosts = attacks.includes('smallposts') ? postWebhooks({ ...tenants.attackerIntake, body: tenants.victim.body }, settings.loopWebhooks, 8, phaseEnd) : null;
   const victim = await victimRun;
   const attacker = await stopAttacks();
+  if (loopPosts) {
+    const statuses = await loopPosts;
+    attacker.push({ attack: attacks.includes('loops') ? 'looping transformation' : 'small webhooks', statuses, detail: { transformationErrors: await transformationErrors(baseUrl) } });
+  }
   const { capHit } = guard.stop();
   return {
     phase: title,

@@ -11,7 +11,7 @@ export interface ReaderAuth {
 
 /** What one attack got from the service: never thrown, always counted. */
 export interface AttackOutcome {
-  attack: 'live tail' | 'search' | 'stalled exports';
+  attack: 'live tail' | 'search' | 'stalled exports' | 'small webhooks' | 'looping transformation';
   /** Answers by status, plus `timeout`, `error CODE`, `no answer` (none by the phase's end). */
   statuses: Record<string, number>;
   /** Per attack: events and bytes streamed, pages and scans read, exports' first bytes. */

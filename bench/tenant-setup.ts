@@ -9,6 +9,8 @@ export interface Tenants {
   victim: LoadTarget;
   /** The attacker's own intake address, for the big webhooks its reads then chew on. */
   attackerIntake: LoadTarget;
+  /** For what the attacker's company is given by the operator (a destination of its own). */
+  attackerCompanyId: string;
   reader: ReaderAuth;
   /** Why the reads use a key when a viewer session was asked for (a failed sign-in), else null. */
   readerNote: string | null;
@@ -60,10 +62,11 @@ export async function setUpTenants(
   victim.body = Buffer.from(
     JSON.stringify({ event: 'order.created', data: { id: 'ord_1', amount: 1200, currency: 'eur', customer: 'cus_1' } }),
   );
-  if (reader === 'key') return { victim, attackerIntake, reader: keyAuth, readerNote: null };
+  const both = { victim, attackerIntake, attackerCompanyId: attackerId };
+  if (reader === 'key') return { ...both, reader: keyAuth, readerNote: null };
   const session = await signIn(baseUrl, email, VIEWER_PASSWORD);
-  if (typeof session === 'string') return { victim, attackerIntake, reader: keyAuth, readerNote: session };
-  return { victim, attackerIntake, reader: session, readerNote: null };
+  if (typeof session === 'string') return { ...both, reader: keyAuth, readerNote: session };
+  return { ...both, reader: session, readerNote: null };
 }
 
 /** The viewer's session cookie, or why there is none. */

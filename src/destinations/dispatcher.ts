@@ -197,6 +197,8 @@ export class DeliveryDispatcher {
   async stop(): Promise<void> {
     this.running = false;
     clearTimeout(this.pollTimer);
+    // Transformations waiting for their company's share would hold the stop for seconds each.
+    this.rules.close();
     await this.round;
     await Promise.all(this.sends);
     await this.runRound(false);

@@ -1,5 +1,5 @@
 import { afterAll, expect, test } from 'vitest';
-import { DeliveryRules } from '../../src/destinations/delivery-rules.js';
+import { CompanyTurns, DeliveryRules } from '../../src/destinations/delivery-rules.js';
 import { TransformPool } from '../../src/destinations/transform/pool.js';
 import { validRules } from '../../src/domain/rules/rules.js';
 import type { ClaimedDelivery, Store, WebhookBody } from '../../src/store/store.js';
@@ -46,4 +46,40 @@ test("a company whose transformation loops holds one worker; another company's i
   // Each of cmp_a's takes its CPU limit (50 ms); cmp_b's about a millisecond, on the free worker.
   expect(finished.indexOf('b1:request')).toBeLessThan(finished.indexOf('a2:error'));
   expect(finished.filter((f) => f.startsWith('a'))).toEqual(['a1:error', 'a2:error', 'a3:error', 'a4:error']);
+});
+
+test("a company past its sandbox time waits for its bucket, then is refused; another company's tasks do not wait", async () => {
+  let clock = 0;
+  const slept: number[] = [];
+  const turns = new CompanyTurns(1, { perSecondMs: 200, burstMs: 1000, maxWaitMs: 1500, maxWaiting: 4 }, () => clock, async (ms) => {
+    slept.push(ms);
+    clock += ms;
+  });
+  // Each task of cmp_a takes 600 ms of sandbox time (the clock moves as it runs).
+  const busy = () => turns.run('cmp_a', async () => void (clock += 600));
+  await busy();
+  await busy();
+  expect(slept).toEqual([]);
+  // 1,000 ms, less 1,200 used, plus 240 refilled while they ran: 80 ms short, 400 ms (and
+  // one) to wait at 200 ms a second.
+  await busy();
+  expect(slept).toEqual([401]);
+  await turns.run('cmp_b', async () => void (clock += 10));
+  expect(slept).toEqual([401]);
+  // cmp_a is now about 480 ms short: 2.4 s to wait, past its 1.5 s: refused, without waiting.
+  await expect(busy()).rejects.toThrow(/share of the sandbox/);
+  expect(slept).toEqual([401]);
+});
+
+test("a company's queue is bounded, and closing refuses what waits at once", async () => {
+  const turns = new CompanyTurns(1, { perSecondMs: 200, burstMs: 1000, maxWaitMs: 1500, maxWaiting: 2 }, () => 0, () => new Promise(() => {}));
+  let release!: () => void;
+  const running = turns.run('cmp_a', () => new Promise<void>((resolve) => (release = resolve)));
+  const waiting = [turns.run('cmp_a', async () => 'ran'), turns.run('cmp_a', async () => 'ran')];
+  await expect(turns.run('cmp_a', async () => 'ran')).rejects.toThrow(/2 of this company's transformations are waiting/);
+  turns.close();
+  for (const task of waiting) await expect(task).rejects.toThrow(/stopping/);
+  release();
+  await running;
+  await expect(turns.run('cmp_b', async () => 'ran')).rejects.toThrow(/stopping/);
 });
