@@ -1,6 +1,7 @@
 import { afterAll, expect, test } from 'vitest';
 import { CompanyTurns, DeliveryRules } from '../../src/destinations/delivery-rules.js';
 import { TransformPool } from '../../src/destinations/transform/pool.js';
+import { threadCpuMs } from '../../src/destinations/transform/sandbox.js';
 import { validRules } from '../../src/domain/rules/rules.js';
 import type { ClaimedDelivery, Store, WebhookBody } from '../../src/store/store.js';
 
@@ -39,6 +40,11 @@ test("a company whose transformation loops holds one worker; another company's i
   const rules = new DeliveryRules(undefined as unknown as Store, () => pool);
   const looping = validRules({ transformation: { code: 'function transform() { for (;;) {} }' } });
   const quick = validRules({ transformation: { code: 'function transform(r) { r.headers["x-ok"] = "1"; return r; }' } });
+  // Both workers started first (a worker's start is 100 ms or more, longer than a run).
+  const warm = { body: {}, headers: {}, path: '', query: {} };
+  const context = { webhookId: 'w', event: 'e', integrationId: 'i', receivedAt: '', attempt: 1 };
+  await Promise.all([1, 2].map(() => pool.run('function transform(r) { return r; }', warm, context)));
+  expect(pool.stats().workers).toBe(2);
   const finished: string[] = [];
   const hostile = [1, 2, 3, 4].map((n) => rules.shape(delivery('cmp_a', n), webhook, looping).then((shaped) => finished.push(`a${n}:${shaped.kind}`)));
   const other = rules.shape(delivery('cmp_b', 1), webhook, quick).then((shaped) => finished.push(`b1:${shaped.kind}`));
@@ -82,4 +88,18 @@ test("a company's queue is bounded, and closing refuses what waits at once", asy
   release();
   await running;
   await expect(turns.run('cmp_b', async () => 'ran')).rejects.toThrow(/stopping/);
+});
+
+test("the CPU limit's clock counts the thread's own work, not the time it waited", () => {
+  const before = threadCpuMs();
+  expect(before).not.toBeNull();
+  // Blocked 200 ms without running: a thread descheduled on a busy machine is the same.
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+  const waited = threadCpuMs()! - before!;
+  expect(waited).toBeLessThanOrEqual(30);
+  // Working, it advances (however busy the machine: the loop ends when it has, or at 10 s).
+  const from = threadCpuMs()!;
+  const deadline = performance.now() + 10_000;
+  while (threadCpuMs()! - from < 50 && performance.now() < deadline);
+  expect(threadCpuMs()! - from).toBeGreaterThanOrEqual(50);
 });
