@@ -1,5 +1,6 @@
 import type {} from '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AppInstance } from '../app-instance.js';
 import type { AddressGuard } from '../destinations/address-guard.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import type { Accounts } from '../admin/accounts.js';
@@ -198,7 +199,14 @@ export function managementFor(deps: ApiDeps, request: FastifyRequest): Managemen
 
 /** The destination service acting for this request's caller. */
 export function destinationsFor(deps: ApiDeps, request: FastifyRequest): DestinationManagement {
-  const options = { environment: deps.config.environment, secrets: deps.secrets, addressGuard: deps.addressGuard, baseUrl: deps.config.baseUrl };
+  const options = {
+    environment: deps.config.environment,
+    secrets: deps.secrets,
+    addressGuard: deps.addressGuard,
+    baseUrl: deps.config.baseUrl,
+    // The node's sandbox, the deliveries' own: a saved transformation compiles there.
+    checkTransformation: (code: string) => (request.server as AppInstance).dispatcher.transformPool().check(code),
+  };
   return new DestinationManagement(deps.store, options, principalOf(request).actor);
 }
 

@@ -3,6 +3,7 @@ import { loadConfig, type Config } from '../config.js';
 import { AddressGuard } from '../destinations/address-guard.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { openSecretBox } from '../secrets.js';
+import { TransformPool } from '../destinations/transform/pool.js';
 import { DestinationManagement } from '../services/destinations.js';
 import { Management } from '../services/management.js';
 import { Redeliveries } from '../services/redeliveries.js';
@@ -54,9 +55,19 @@ export function operatorServices(
     actor,
   );
   const addressGuard = new AddressGuard(config.destinationAllow);
-  const destinations = new DestinationManagement(store, { environment: config.environment, secrets, addressGuard, baseUrl: config.baseUrl }, actor);
+  const destinations = new DestinationManagement(store, { environment: config.environment, secrets, addressGuard, baseUrl: config.baseUrl, checkTransformation }, actor);
   const redeliveries = new Redeliveries(store, { perHour: config.redeliveryBudgetPerHour });
   return { management, destinations, redeliveries };
+}
+
+/** A transformation compiled in a sandbox of its own, as the server's would (one command, one check). */
+async function checkTransformation(code: string): Promise<string | null> {
+  const pool = new TransformPool({ workers: 1 });
+  try {
+    return await pool.check(code);
+  } finally {
+    await pool.close();
+  }
 }
 
 /**

@@ -1,3 +1,4 @@
+import { isJsonContentType } from '../domain/webhook-body.js';
 import { dedupeKey, filterInputOf, passesFilter, rulesFromJson, type DestinationRules } from '../domain/rules/rules.js';
 import type { FilterInput } from '../domain/rules/filter.js';
 import type { ClaimedDelivery, DedupeClaim, Store, WebhookBody } from '../store/store.js';
@@ -259,7 +260,7 @@ export function transformRequestOf(input: FilterInput): TransformRequest {
 
 /**
  * The request a transformation returned, made sendable: the body as JSON (a string as it
- * is), the headers it set or changed beside the sender's (intake forwards none of those by
+ * is when the type is not JSON), the headers it set or changed beside the sender's (intake forwards none of those by
  * itself), and its path and query on the destination's URL (its origin never changes).
  */
 export function requestOf(destinationUrl: string, webhook: WebhookBody, input: FilterInput, request: TransformRequest): Shaped {
@@ -271,9 +272,11 @@ export function requestOf(destinationUrl: string, webhook: WebhookBody, input: F
     if (RESERVED_HEADER.test(name)) return { kind: 'error', message: `The transformation may not set ${name}: intake sets it.` };
     headers[name] = value;
   }
-  const textBody = typeof request.body === 'string';
+  // A string is sent as it is only where the type is not JSON (a form, a text body): in a
+  // JSON body, "hello" is the JSON string, and goes out quoted.
+  const contentType = headers['content-type'] ?? (typeof request.body === 'string' && !isJsonContentType(webhook.contentType) ? webhook.contentType : 'application/json');
+  const textBody = typeof request.body === 'string' && !isJsonContentType(contentType);
   const body = Buffer.from(textBody ? (request.body as string) : JSON.stringify(request.body ?? null), 'utf8');
-  const contentType = headers['content-type'] ?? (textBody ? webhook.contentType : 'application/json');
   delete headers['content-type'];
   const url = new URL(destinationUrl);
   if (request.path !== '') url.pathname = `${url.pathname.replace(/\/$/, '')}${request.path}`;

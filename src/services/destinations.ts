@@ -18,6 +18,11 @@ export interface DestinationOptions {
   addressGuard: AddressGuard;
   /** The service's own public address (INTAKE_BASE_URL): a destination there would deliver to intake itself. */
   baseUrl: string;
+  /**
+   * Compiles a transformation in the sandbox: what is wrong with it (with its line), or null.
+   * Without it, code is saved unchecked (its errors come at the attempts).
+   */
+  checkTransformation?: (code: string) => Promise<string | null>;
 }
 
 /** A destination as a client asks for it (the API's fields, in camelCase). */
@@ -175,7 +180,7 @@ export class DestinationManagement {
     if (input.timeoutMs !== undefined) valid.timeoutMs = validNumber('timeoutMs', input.timeoutMs);
     if (input.ratePerSecond !== undefined) valid.ratePerSecond = input.ratePerSecond === null ? null : validNumber('ratePerSecond', input.ratePerSecond);
     if (input.maxInFlight !== undefined) valid.maxInFlight = validNumber('maxInFlight', input.maxInFlight);
-    if (input.rules !== undefined) valid.rules = validRules(input.rules);
+    if (input.rules !== undefined) valid.rules = await this.validRulesOf(input.rules);
     if (input.integrationIds !== undefined) valid.integrationIds = await this.validIntegrations(companyId, input.integrationIds);
     if (input.url !== undefined) {
       refuseOwnOrigin(input.url, this.options.baseUrl);
@@ -183,6 +188,18 @@ export class DestinationManagement {
       valid.url = input.url;
     }
     return valid;
+  }
+
+  /**
+   * The rules checked, their transformation compiled: code that does not compile or defines
+   * no transform would fail every attempt until its deliveries are dead letters.
+   */
+  private async validRulesOf(input: unknown) {
+    const rules = validRules(input);
+    const code = rules.transformation?.code;
+    const problem = code === undefined ? null : ((await this.options.checkTransformation?.(code)) ?? null);
+    if (problem !== null) throw new AppError('invalid_request', `rules.transformation.code: ${problem}`, { field: 'rules.transformation.code' });
+    return rules;
   }
 
   /** Live integrations of the company, each once; null stays null (every integration). */

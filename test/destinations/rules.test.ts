@@ -323,3 +323,38 @@ describe('try it', () => {
     expect(wrongWebhook.statusCode).toBe(404);
   });
 });
+
+describe('saving', () => {
+  test('a transformation that does not compile, or defines no transform, is refused with its line; nothing is saved', async () => {
+    await setup();
+    const { id } = await destination('https://example.invalid/hook', null);
+    for (const code of ['function transform(request) {\n  return request.\n}', 'const x = 1;']) {
+      const refused = await api('PATCH', `/destinations/${id}`, { rules: { transformation: { code } } });
+      expect(refused.statusCode, refused.body).toBe(400);
+      expect(refused.json()).toMatchObject({ field: 'rules.transformation.code', message: expect.stringMatching(/^rules\.transformation\.code: /) });
+    }
+    expect((await api('GET', `/destinations/${id}`)).json().rules).toMatchObject({ version: 0, transformation: null });
+  });
+
+  test('the same rules saved again make no new version', async () => {
+    await setup();
+    const rules = { filter: { body: { a: 1 } }, deduplicate: { fields: ['body.id'], window_seconds: 60 } };
+    const { id } = await destination('https://example.invalid/hook', rules);
+    const again = await api('PATCH', `/destinations/${id}`, { rules });
+    expect(again.json().rules.version).toBe(1);
+    const cleared = await api('PATCH', `/destinations/${id}`, { rules: null });
+    expect(cleared.json().rules.version).toBe(2);
+    expect((await api('PATCH', `/destinations/${id}`, { rules: {} })).json().rules.version).toBe(2);
+  });
+
+  test('a JSON string body stays JSON: returned unchanged, "hello" goes out quoted', async () => {
+    await setup();
+    const target = await receiver(okReceiver(204));
+    const { id } = await destination(target.url, { transformation: { code: 'function transform(r) { r.body = "hello"; return r; }' } });
+    await send({ id: 1 });
+    await at(clock);
+    expect(target.received[0]!.body.toString()).toBe('"hello"');
+    expect(target.received[0]!.headers['content-type']).toBe('application/json');
+    expect((await deliveries(id))[0]).toMatchObject({ state: 'succeeded' });
+  });
+});

@@ -172,7 +172,8 @@ export async function updateDestination(
     if (changes.timeoutMs !== undefined) set.timeout_ms = changes.timeoutMs;
     if (changes.ratePerSecond !== undefined) set.rate_per_second = changes.ratePerSecond;
     if (changes.maxInFlight !== undefined) set.max_in_flight = changes.maxInFlight;
-    if (changes.rules !== undefined) {
+    // The same rules saved again make no new version: the version names what changed.
+    if (changes.rules !== undefined && rulesToJson(changes.rules) !== rulesToJson(before.rules)) {
       // Every save is a new version, even one that clears them: a delivery's version then
       // always names the rules it went out under.
       set.rules_version = row.rules_version + 1;
