@@ -94,6 +94,28 @@ function DeliveryFacts({ delivery, manage, onReplayed }: { delivery: Delivery; m
         </dd>
         <dt>Integration</dt>
         <dd>{integrations.nameOf(delivery.integration_id) ?? <span className="mono">{delivery.integration_id}</span>}</dd>
+        {delivery.skipped_by && (
+          <>
+            <dt>Skipped by</dt>
+            <dd>{delivery.skipped_by === 'filter' ? "The destination's filter refused it" : 'Its transformation returned nothing'}</dd>
+          </>
+        )}
+        {delivery.duplicate_of && (
+          <>
+            <dt>Repeats</dt>
+            <dd>
+              <Link to={`/destinations/${encodeURIComponent(delivery.destination_id)}?${new URLSearchParams({ delivery: delivery.duplicate_of })}`} className="mono">
+                {delivery.duplicate_of}
+              </Link>
+            </dd>
+          </>
+        )}
+        {delivery.rules_version !== null && (
+          <>
+            <dt>Rules version</dt>
+            <dd>{delivery.rules_version === 0 ? 'No rules' : numberFormat.format(delivery.rules_version)}</dd>
+          </>
+        )}
         <dt>Series</dt>
         <dd>{delivery.series === 0 ? 'The original' : `Replay ${numberFormat.format(delivery.series)}`}</dd>
         <dt>Attempts</dt>
@@ -134,11 +156,7 @@ function Attempts({ attempts, delivery }: { attempts: Attempt[]; delivery: Deliv
   if (attempts.length === 0) {
     return (
       <p className="muted" role="status">
-        {delivery.state === 'held'
-          ? 'No attempt yet: the destination is paused or disabled.'
-          : delivery.state === 'cancelled'
-            ? 'No attempt was made: the destination was deleted first.'
-            : 'No attempt yet: the first is on its way.'}
+        {NO_ATTEMPT[delivery.state] ?? 'No attempt yet: the first is on its way.'}
       </p>
     );
   }
@@ -194,6 +212,14 @@ function Attempts({ attempts, delivery }: { attempts: Attempt[]; delivery: Deliv
     </section>
   );
 }
+
+/** Why a delivery has no attempt, by its state. */
+const NO_ATTEMPT: Partial<Record<Delivery['state'], string>> = {
+  held: 'No attempt yet: the destination is paused or disabled.',
+  cancelled: 'No attempt was made: the destination was deleted first.',
+  filtered: "No attempt was made: the destination's rules did not send it.",
+  deduplicated: 'No attempt was made: it repeats an earlier delivery, which was sent instead.',
+};
 
 /** A time a retry is due: "in 5 minutes", or "Due now" once it has passed (the attempt is on its way). */
 function DueTime({ iso }: { iso: string | null }) {

@@ -159,7 +159,7 @@ export function DestinationDeliveries({
                           </span>
                         </>
                       ) : (
-                        <span className="muted">None yet</span>
+                        <span className="muted">{delivery.state === 'filtered' || delivery.state === 'deduplicated' ? 'Not sent' : 'None yet'}</span>
                       )}
                     </td>
                     <td className="numeric">

@@ -30,8 +30,36 @@ export interface Destination {
   last_success_at: string | null;
   /** While a rotation's overlap lasts, the previous secret signs too, until then. */
   previous_secret_expires_at: string | null;
+  rules: DestinationRules;
   created_at: string;
   updated_at: string;
+}
+
+/**
+ * What a destination does with its matching webhooks (docs/destinations.md, "Rules"),
+ * applied in this order: delay, filter, deduplicate, transformation; then its retry policy.
+ */
+export interface DestinationRules {
+  /** Every save is a new version; 0: never set. */
+  version: number;
+  /** A Hookdeck-style filter over body, headers, query and path; null: every matching webhook. */
+  filter: Record<string, unknown> | null;
+  /** The JavaScript of `function transform(request, context)`; null: sent as received. */
+  transformation: { code: string } | null;
+  /** fields null: the whole body is compared. */
+  deduplicate: { fields: string[] | null; window_seconds: number } | null;
+  delay_seconds: number;
+  /** Null: the standard schedule. */
+  retry: RetryPolicy | null;
+}
+
+export interface RetryPolicy {
+  strategy: 'exponential' | 'linear';
+  /** The first attempt included. */
+  attempts: number;
+  interval_seconds: number;
+  /** Null: no bound. */
+  max_age_seconds: number | null;
 }
 
 /** POST /destinations: the signing secret is in this answer only. */
@@ -40,7 +68,7 @@ export interface CreatedDestination {
   signing_secret: string;
 }
 
-export type DeliveryState = 'pending' | 'held' | 'succeeded' | 'failed' | 'cancelled';
+export type DeliveryState = 'pending' | 'held' | 'succeeded' | 'failed' | 'cancelled' | 'filtered' | 'deduplicated';
 
 export interface Delivery {
   id: string;
@@ -57,6 +85,12 @@ export interface Delivery {
   last_attempt_at: string | null;
   last_status: number | null;
   last_error: AttemptError | null;
+  /** The destination's rules version its last attempt (or skip) went out under; null before any. */
+  rules_version: number | null;
+  /** For a filtered delivery: what refused it. */
+  skipped_by: 'filter' | 'transformation' | null;
+  /** For a deduplicated delivery: the delivery it repeats. */
+  duplicate_of: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -71,6 +105,7 @@ export type AttemptError =
   | 'tls'
   | 'blocked_address'
   | 'webhook_purged'
+  | 'transformation_error'
   | 'other';
 
 export interface Attempt {
@@ -148,6 +183,8 @@ export const DELIVERY_STATES: { state: DeliveryState; label: string; tone: Tone;
   { state: 'succeeded', label: 'succeeded', tone: 'good', hint: 'The destination answered 2xx' },
   { state: 'failed', label: 'failed', tone: 'bad', hint: 'Every attempt failed: replay it once the destination is fixed' },
   { state: 'cancelled', label: 'cancelled', tone: 'neutral', hint: 'Its destination was deleted' },
+  { state: 'filtered', label: 'filtered', tone: 'neutral', hint: "The destination's rules did not send it" },
+  { state: 'deduplicated', label: 'deduplicated', tone: 'neutral', hint: 'A repeat of an earlier delivery' },
 ];
 
 export function DeliveryStateBadge({ state }: { state: DeliveryState }) {
@@ -201,6 +238,7 @@ const ERROR_WORDS: Record<AttemptError, string> = {
   tls: 'TLS error (certificate or handshake)',
   blocked_address: 'Refused: the host resolves to a private or internal address',
   webhook_purged: 'The webhook was deleted by retention before it could be sent',
+  transformation_error: "The destination's transformation failed",
   other: 'Failed to send',
 };
 

@@ -1,4 +1,4 @@
-import { useState } from 'react';
+import { lazy, Suspense, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router';
 import { api } from '../api/client';
 import { useApi, useEvery } from '../api/use-api';
@@ -27,11 +27,14 @@ const OVERLAPS: { seconds: number; label: string }[] = [
 ];
 const DEFAULT_OVERLAP = 86400;
 /** How often the destination and its health are read again while the page is open. */
+/** The rules' editor and its highlighting load with the page that shows them, not with the panel. */
+const DestinationRulesSection = lazy(() => import('./destination-rules').then((module) => ({ default: module.DestinationRulesSection })));
+
 const LIVE_MS = 5000;
 
 /**
  * One destination: its settings (edit, pause, resume, rotate its secret, delete), why it
- * is disabled when it is, how well it delivers, and its deliveries.
+ * is disabled when it is, its rules, how well it delivers, and its deliveries.
  */
 export function DestinationPage() {
   const { destinationId = '' } = useParams();
@@ -138,6 +141,9 @@ export function DestinationPage() {
       <StatusNotice destination={destination} manage={manage} resumeButton={resumeButton} />
 
       <DestinationSettings destination={destination} integrations={integrations} />
+      <Suspense fallback={null}>
+        <DestinationRulesSection destination={destination} integrations={integrations} canEdit={manage && can('logs:read')} onSaved={updated} />
+      </Suspense>
 
       {can('logs:read') && (
         <>
