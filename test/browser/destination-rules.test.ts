@@ -1,6 +1,6 @@
 import type { Browser, Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { expectClean, launchChromium, openTab, seedUser, SIGNED_OUT_CHECK, signInThroughPanel, startPanelServer } from '../support/browser.js';
+import { expectClean, launchChromium, openTab, seedUser, SIGNED_OUT_CHECK, signInThroughPanel, startPanelServer, deliveryRow, postWebhook } from '../support/browser.js';
 import { cleanupAll, runCliJson, type ServerProcess } from '../support/processes.js';
 import { okReceiver, type Receiver } from '../support/receivers.js';
 
@@ -35,31 +35,9 @@ afterAll(async () => {
   await cleanupAll();
 });
 
-/** Sends a webhook with the Shop integration's key; its uuid. */
+/** Sends a webhook with the integration's key; its uuid. */
 async function sendWebhook(event: string, data: unknown): Promise<string> {
-  const response = await fetch(shop.webhook_url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': shop.api_key },
-    body: JSON.stringify({ event, data }),
-  });
-  expect(response.status).toBe(202);
-  return ((await response.json()) as { uuid: string }).uuid;
-}
-
-/** The deliveries table's row of this webhook, once it shows (Refresh until it does). */
-async function deliveryRow(page: Page, uuid: string): Promise<Locator> {
-  const section = page.getByRole('region', { name: 'Deliveries' });
-  const row = section.locator('tbody tr', { hasText: uuid });
-  await expect
-    .poll(
-      async () => {
-        if ((await row.count()) === 0) await section.getByRole('button', { name: 'Refresh' }).click();
-        return row.count();
-      },
-      { timeout: 15_000 },
-    )
-    .toBe(1);
-  return row;
+  return postWebhook(shop.webhook_url, shop.api_key, event, data);
 }
 
 /** Waits until the row's state reads `state` (Refresh while it does not: settled rows are not read again by themselves). */

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Browser, Locator, Page } from 'playwright-core';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { expectClean, launchChromium, openTab, type Refusal, seedUser, signInThroughPanel, startPanelServer } from '../support/browser.js';
+import { expectClean, launchChromium, openTab, type Refusal, seedUser, signInThroughPanel, startPanelServer, deliveryRow, postWebhook } from '../support/browser.js';
 import { cleanupAll, type ServerProcess } from '../support/processes.js';
 import { startReceiver, type Receiver } from '../support/receivers.js';
 
@@ -58,29 +58,7 @@ async function copyFieldValue(scope: Locator, label: string): Promise<string> {
 
 /** Sends a webhook with the integration's key; its uuid. */
 async function sendWebhook(event: string, data: unknown = {}): Promise<string> {
-  const response = await fetch(shared.webhookAddress, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': shared.apiKey },
-    body: JSON.stringify({ event, data }),
-  });
-  expect(response.status).toBe(202);
-  return ((await response.json()) as { uuid: string }).uuid;
-}
-
-/** The deliveries table's row of this webhook, once it shows (Refresh until it does). */
-async function deliveryRow(page: Page, uuid: string): Promise<Locator> {
-  const section = page.getByRole('region', { name: 'Deliveries' });
-  const row = section.locator('tbody tr', { hasText: uuid });
-  await expect
-    .poll(
-      async () => {
-        if ((await row.count()) === 0) await section.getByRole('button', { name: 'Refresh' }).click();
-        return row.count();
-      },
-      { timeout: 15_000 },
-    )
-    .toBe(1);
-  return row;
+  return postWebhook(shared.webhookAddress, shared.apiKey, event, data);
 }
 
 /** Waits until the row's state badge reads `state` (pending rows are read again by the page itself). */

@@ -109,3 +109,30 @@ export async function signInThroughPanel(page: Page, email: string, password: st
 export function rowWith(page: Page, text: string): Locator {
   return page.locator('tbody tr').filter({ hasText: text });
 }
+
+/** Sends a webhook to an intake address with its integration key, as a sender would; its uuid. */
+export async function postWebhook(address: string, apiKey: string, event: string, data: unknown = {}): Promise<string> {
+  const response = await fetch(address, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+    body: JSON.stringify({ event, data }),
+  });
+  expect(response.status).toBe(202);
+  return ((await response.json()) as { uuid: string }).uuid;
+}
+
+/** A destination page's deliveries row of this webhook, once it shows (Refresh until it does). */
+export async function deliveryRow(page: Page, uuid: string): Promise<Locator> {
+  const section = page.getByRole('region', { name: 'Deliveries' });
+  const row = section.locator('tbody tr', { hasText: uuid });
+  await expect
+    .poll(
+      async () => {
+        if ((await row.count()) === 0) await section.getByRole('button', { name: 'Refresh' }).click();
+        return row.count();
+      },
+      { timeout: 15_000 },
+    )
+    .toBe(1);
+  return row;
+}
