@@ -318,3 +318,93 @@ describe('the pool', () => {
     await expect(closing.run(ADD_HEADER, request(), CONTEXT)).rejects.toThrow(TransformPoolClosed);
   });
 });
+
+describe('batches in warm contexts', () => {
+  test("one owner's globals are never another's, even for the same code", async () => {
+    const code = 'let count = 0; function transform(request) { count++; request.headers["x-count"] = String(count); return request; }';
+    const runs = (n: number) => Array.from({ length: n }, () => ({ code, request: request(), context: CONTEXT }));
+    const first = await pool.runMany('cmp_a', runs(3), 1000);
+    const counts = (outcomes: Array<TransformOutcome | null>) => outcomes.map((outcome) => (outcome as Extract<TransformOutcome, { kind: 'request' }>).request.headers['x-count']);
+    // One warm context for cmp_a: its top level ran once, its count went on.
+    expect(counts(first.outcomes)).toEqual(['1', '2', '3']);
+    const other = await pool.runMany('cmp_b', runs(1), 1000);
+    expect(counts(other.outcomes)).toEqual(['1']);
+  });
+
+  test('runs past the budget are not started, and come back null', async () => {
+    const slow = 'function transform(request) { let n = 0; for (let i = 0; i < 2e5; i++) n += i; request.headers["x-n"] = String(n); return request; }';
+    const done = await pool.runMany('cmp_slow', Array.from({ length: 5 }, () => ({ code: slow, request: request(), context: CONTEXT })), 1);
+    // The first always starts; past 1 ms no other does.
+    expect(done.outcomes[0]?.kind).toBe('request');
+    expect(done.outcomes.slice(1)).toEqual([null, null, null, null]);
+    expect(done.usedMs).toBeGreaterThan(0);
+  });
+
+  test('a run that fails drops its warm context: the next starts clean', async () => {
+    const code = 'let count = 0; function transform(request) { count++; if (request.body.fail) throw new Error("no"); request.headers["x-count"] = String(count); return request; }';
+    const failing = { ...request(), body: { fail: true } };
+    const done = await pool.runMany('cmp_c', [
+      { code, request: request(), context: CONTEXT },
+      { code, request: failing, context: CONTEXT },
+      { code, request: request(), context: CONTEXT },
+    ], 1000);
+    expect(done.outcomes[1]).toMatchObject({ kind: 'error', message: expect.stringMatching(/^Error: no/) });
+    expect((done.outcomes[2] as Extract<TransformOutcome, { kind: 'request' }>).request.headers['x-count']).toBe('1');
+  });
+
+  test('a looping run in a batch runs out of time alone; the runs beside it are made', async () => {
+    const code = 'function transform(request) { if (request.body.loop) for (;;) {} return request; }';
+    const looping = { ...request(), body: { loop: true } };
+    const done = await pool.runMany('cmp_d', [
+      { code, request: request(), context: CONTEXT },
+      { code, request: looping, context: CONTEXT },
+      { code, request: request(), context: CONTEXT },
+    ], 10_000);
+    expect(done.outcomes.map((outcome) => outcome?.kind)).toEqual(['request', 'error', 'request']);
+    expect((done.outcomes[1] as { message: string }).message).toMatch(/ran out of time/);
+  });
+
+  test('a batch whose worker is stopped blames the run under way; the others are run again later', async () => {
+    const bounded = new TransformPool({ workers: 1, cpuMs: 10_000, wallMs: 300 });
+    try {
+      const code = 'function transform(request) { if (request.body.loop) for (;;) {} return request; }';
+      const done = await bounded.runMany('cmp_e', [
+        { code, request: request(), context: CONTEXT },
+        { code, request: { ...request(), body: { loop: true } }, context: CONTEXT },
+        { code, request: request(), context: CONTEXT },
+      ], 10);
+      expect(done.outcomes[0]).toBeNull();
+      expect(done.outcomes[1]).toEqual({ kind: 'error', message: 'the transform ran for more than 310 ms (wall clock) and was stopped' });
+      expect(done.outcomes[2]).toBeNull();
+      expect(bounded.stats()).toMatchObject({ replaced: 1 });
+      await stillServes(bounded);
+    } finally {
+      await bounded.close();
+    }
+  });
+
+  test('a warm context that keeps more than its share of memory is dropped after its batch', async () => {
+    const code = 'const kept = {}; let count = 0; function transform(request) { kept[count++] = "x".repeat(4 * 1024 * 1024); request.headers["x-kept"] = String(count); return request; }';
+    const kept = async () => {
+      const done = await pool.runMany('cmp_f', [{ code, request: request(), context: CONTEXT }], 1000);
+      return (done.outcomes[0] as Extract<TransformOutcome, { kind: 'request' }>).request.headers['x-kept'];
+    };
+    // Each batch's run finds a new context: the last one held 4 MB, past a warm context's 1 MB.
+    expect(await kept()).toBe('1');
+    expect(await kept()).toBe('1');
+  });
+
+  test("a run that fills the memory others' warm contexts hold is run again in a fresh module, and is made", async () => {
+    const roomy = new TransformPool({ workers: 1, wallMs: 10_000 });
+    try {
+      // Strings in an array's elements escape QuickJS's count of a context's heap: 40 MB kept.
+      const hoard = 'const kept = []; function transform(request) { kept.push("h".repeat(20 * 1024 * 1024) + kept.length); request.headers["x-kept"] = String(kept.length); return request; }';
+      for (let n = 0; n < 2; n++) expect((await roomy.runMany('cmp_hoard', [{ code: hoard, request: request(), context: CONTEXT }], 1000)).outcomes[0]?.kind).toBe('request');
+      const large = 'function transform(request) { request.headers["x-length"] = String(("b".repeat(20 * 1024 * 1024) + "!").length); return request; }';
+      const done = await roomy.runMany('cmp_other', [{ code: large, request: request(), context: CONTEXT }], 1000);
+      expect(done.outcomes[0]).toMatchObject({ kind: 'request', request: { headers: { 'x-length': String(20 * 1024 * 1024 + 1) } } });
+    } finally {
+      await roomy.close();
+    }
+  });
+});

@@ -2,15 +2,18 @@ import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { WorkerReply, WorkerTask } from './protocol.js';
+import { PROGRESS_SLOT, type TransformRun, type WorkerReply, type WorkerTask } from './protocol.js';
 import { failed, type TransformContext, type TransformOutcome, type TransformRequest } from './request.js';
 import type { SandboxLimits } from './sandbox.js';
 
 export type { TransformContext, TransformOutcome, TransformRequest } from './request.js';
+export type { TransformRun } from './protocol.js';
 
 /**
  * Runs destinations' transformations (sandbox.ts) on worker threads, never on the event
- * loop: each worker runs one task at a time, the rest wait in a bounded queue. A task past
+ * loop: each worker runs one task at a time, the rest wait in a bounded queue. A task is one
+ * run in a fresh context (`run`, `check`), or a batch of one owner's runs in its warm
+ * contexts (`runMany`: deliveries), one message each way for the batch. A task past
  * the wall-clock bound (built-in calls that outrun the CPU limit's checks, see sandbox.ts)
  * gets its worker terminated; the next task that needs a worker starts a new one (about
  * 60 ms: the thread and QuickJS's module).
@@ -47,6 +50,12 @@ export class TransformPoolClosed extends Error {
   }
 }
 
+/** What a batch gave: an outcome per run, null for a run not started (its budget was spent first), and the worker's time on it. */
+export interface BatchOutcome {
+  outcomes: Array<TransformOutcome | null>;
+  usedMs: number;
+}
+
 /** The pool's state at a glance, for metrics and tests. */
 export interface TransformPoolStats {
   /** Worker threads started and not stopped. */
@@ -59,13 +68,15 @@ export interface TransformPoolStats {
 interface Pending {
   task: WorkerTask;
   answer(reply: WorkerReply): void;
-  /** The worker could not answer: the pool says why, as the task's outcome. */
-  lost(message: string): void;
+  /** The worker could not answer: the pool says why, as the task's outcome; `finished` is how many of a batch's runs it had finished. */
+  lost(message: string, finished: number): void;
   fail(error: Error): void;
 }
 
 interface Slot {
   worker: Worker;
+  /** The worker's count of its batch's finished runs (protocol.ts). */
+  progress: Int32Array;
   ready: boolean;
   running?: Pending;
   timer?: NodeJS.Timeout;
@@ -102,6 +113,25 @@ export class TransformPool {
         task: { kind: 'run', id: this.nextId++, code, request, context },
         answer: (reply) => resolve(reply.kind === 'outcome' ? reply.outcome : failed('the worker answered out of turn')),
         lost: (message) => resolve(failed(message)),
+        fail: reject,
+      }),
+    );
+  }
+
+  /**
+   * Runs a batch of `owner`'s transformations (a company's) in its warm contexts, one after
+   * another on one worker, starting none once `budgetMs` has passed (the first always
+   * starts). Whatever the code does is an outcome; rejects as `run` does.
+   */
+  runMany(owner: string, runs: TransformRun[], budgetMs: number): Promise<BatchOutcome> {
+    return new Promise((resolve, reject) =>
+      this.submit({
+        task: { kind: 'runs', id: this.nextId++, owner, runs, budgetMs },
+        answer: (reply) =>
+          resolve(reply.kind === 'outcomes' ? { outcomes: reply.outcomes, usedMs: reply.usedMs } : { outcomes: runs.map(() => failed('the worker answered out of turn')), usedMs: 0 }),
+        // The runs it had finished are lost with it, but sent nothing: they are run again.
+        lost: (message, finished) =>
+          resolve({ outcomes: runs.map((_, index) => (index === finished ? failed(message) : null)), usedMs: budgetMs + this.wallMs }),
         fail: reject,
       }),
     );
@@ -159,19 +189,23 @@ export class TransformPool {
 
   private start(slot: Slot, pending: Pending): void {
     slot.running = pending;
+    Atomics.store(slot.progress, PROGRESS_SLOT, 0);
     slot.worker.ref();
     slot.worker.postMessage(pending.task);
-    slot.timer = setTimeout(() => this.overran(slot), this.wallMs);
+    // A batch starts no run past its budget, and each run is bounded as a single one is.
+    const wallMs = pending.task.kind === 'runs' ? pending.task.budgetMs + this.wallMs : this.wallMs;
+    slot.timer = setTimeout(() => this.overran(slot, wallMs), wallMs);
   }
 
   private spawn(): void {
+    const progress = new SharedArrayBuffer(4);
     const worker = new Worker(workerScript(), {
-      workerData: this.limits,
+      workerData: { ...this.limits, progress },
       // The worker's own heap holds a run's request and result, both at most about the
       // sandbox's memory; QuickJS's heap is in the module's memory, outside this bound.
       resourceLimits: { maxOldGenerationSizeMb: 64 + 4 * this.limits.memoryMb, stackSizeMb: 4 },
     });
-    const slot: Slot = { worker, ready: false };
+    const slot: Slot = { worker, progress: new Int32Array(progress), ready: false };
     this.slots.add(slot);
     worker.on('message', (reply: WorkerReply) => this.settle(slot, reply));
     // The code names the cause (ERR_WORKER_OUT_OF_MEMORY, say) without the service's own text.
@@ -192,13 +226,14 @@ export class TransformPool {
     if (slot.running === undefined) slot.worker.unref();
   }
 
-  private overran(slot: Slot): void {
+  private overran(slot: Slot, wallMs: number): void {
     const pending = slot.running;
     if (pending === undefined || !this.slots.has(slot)) return;
     this.slots.delete(slot);
     this.replaced++;
+    const finished = Atomics.load(slot.progress, PROGRESS_SLOT);
     void slot.worker.terminate();
-    pending.lost(`the transform ran for more than ${this.wallMs} ms (wall clock) and was stopped`);
+    pending.lost(`the transform ran for more than ${wallMs} ms (wall clock) and was stopped`, finished);
     this.pump();
   }
 
@@ -210,7 +245,7 @@ export class TransformPool {
     if (!this.slots.delete(slot)) return;
     clearTimeout(slot.timer);
     this.replaced++;
-    if (slot.running !== undefined) slot.running.lost(`the sandbox's worker stopped (${why})`);
+    if (slot.running !== undefined) slot.running.lost(`the sandbox's worker stopped (${why})`, Atomics.load(slot.progress, PROGRESS_SLOT));
     if (!slot.ready) {
       const error = new Error(`a transformation worker failed to start (${why})`);
       for (const pending of this.waiting.splice(0)) pending.fail(error);

@@ -18,11 +18,17 @@ import { failed, outcomeOf, type TransformContext, type TransformOutcome, type T
  * Node's (require, process, timers, fetch, the file system) exists in it, and no object
  * crosses: the request goes in as JSON text and the result comes out as JSON text.
  *
- * Each run gets a new QuickJS runtime and context (about 0.2 ms of the 0.6 to 1.2 ms a
- * small transform of a 1 to 2 KB body takes; the JSON in and out is most of the rest), so no
- * delivery sees what an earlier one left in the globals. The compiled code is not cached:
- * QuickJS's bytecode belongs to its runtime, and compiling a small transform takes under
- * 0.1 ms (bench/transform-sandbox.ts).
+ * Two ways to run:
+ * - `run` and `check` (a rules preview, a save's check): a new QuickJS runtime and context
+ *   for the one call, gone after it, so nothing of an earlier run is seen.
+ * - `runWarm` (deliveries): the code's context is kept for the next run of the same owner (a
+ *   company) and code, as a serverless function's instance is: making a runtime and a
+ *   context, the prelude and the code's top level cost about 0.3 ms, four to ten times a
+ *   small transform's own call (bench/transform-sandbox.ts). Each context has a runtime of
+ *   its own, so one owner's globals are never another's; within an owner, what the code
+ *   leaves in its globals may be seen by a later delivery, or not (a context is dropped after
+ *   an error, a time or memory limit, MAX_WARM_RUNS runs, when it holds more than
+ *   WARM_HEAP_BYTES, or to make room): docs/destinations.md says not to rely on either.
  *
  * Synchronous and CPU-bound: it runs on a pool's worker thread (worker.ts), never on the
  * event loop. The CPU limit is QuickJS's interrupt handler checking the time the run has
@@ -36,7 +42,7 @@ import { failed, outcomeOf, type TransformContext, type TransformOutcome, type T
  * The convention for the code (docs/destinations.md, "Transformation"): it declares a top-level function
  * named `transform`, or the whole code is a function expression, such as
  * `(request, context) => request`; `transform` wins when both are there. Its top level runs
- * on every delivery, within the same limits. It returns the request (changed or new), or
+ * once per context, within the same limits. It returns the request (changed or new), or
  * undefined/null to drop the delivery. No `Date`: `context.receivedAt` is the time, and no
  * `Math.random`, so a redelivery produces the same request.
  */
@@ -58,6 +64,12 @@ const PAGE_BYTES = 64 * 1024;
 const MODULE_BYTES = 16 * MB;
 /** QuickJS's own stack bound. Larger ones let deep recursion exhaust the thread's stack first, which traps the module. */
 const STACK_BYTES = 256 * 1024;
+/** Warm contexts a sandbox keeps at most, the least recently used dropped first. */
+export const MAX_WARM = 16;
+/** A warm context holding more of QuickJS's heap than this after a batch is dropped: MAX_WARM of them fit beside a run's limit. */
+const WARM_HEAP_BYTES = 1 * MB;
+/** Runs of one warm context before it is made again, so what a code keeps in its globals cannot grow without end. */
+const MAX_WARM_RUNS = 10_000;
 /**
  * Longer code is refused before QuickJS parses it: parsing never calls the interrupt handler
  * (2.2 MB took 0.6 s here), and this much takes about 35 ms. The API's own bound is lower.
@@ -118,18 +130,45 @@ export class SandboxBroken extends Error {
   }
 }
 
+/** The clock of the run under way in a context, read by its runtime's interrupt handler. */
+interface RunClock {
+  started: number;
+  cpuAtStart: number | null;
+  exceeded: boolean;
+}
+
+/** A code made ready in a runtime and context of its own: its function found, the prelude's helpers held. */
+interface Prepared {
+  runtime: QuickJSRuntime;
+  vm: QuickJSContext;
+  handles: QuickJSHandle[];
+  transform: QuickJSHandle;
+  invoke: QuickJSHandle;
+  describe: QuickJSHandle;
+  clock: RunClock;
+  runs: number;
+}
+
 /**
  * QuickJS's module, loaded once per worker thread (about 50 ms), and the limits of every run
  * in it.
  *
  * The memory limit is the module's own memory, capped at the limit plus what the module
- * needs for itself: QuickJS's memory limit alone counts each allocation's size only when it
- * is made, not what stays allocated (this build has no malloc_usable_size), so a loop of
- * 1 MB arrays passed a 32 MB limit up to WebAssembly's 2 GB. At the cap an allocation fails
- * and QuickJS throws. A run that reached the cap leaves the module `spent`: the worker loads
- * a fresh one, which gives the memory back and starts the next run below the cap again.
+ * needs for itself and what warm contexts may hold: QuickJS's memory limit alone counts each
+ * allocation's size only when it is made, not what stays allocated (this build has no
+ * malloc_usable_size), so a loop of 1 MB arrays passed a 32 MB limit up to WebAssembly's
+ * 2 GB. At the cap an allocation fails and QuickJS throws. A run that reached the cap leaves
+ * the module `spent`: the worker loads a fresh one, which gives the memory back and starts
+ * the next run below the cap again.
  */
 export class Sandbox {
+  /** Warm contexts by owner and code, least recently used first. */
+  private readonly warm = new Map<string, Prepared>();
+  /** Warm contexts run since the last `settle`. */
+  private readonly touched = new Set<string>();
+  /** The last run failed for want of memory (at the cap, or below it when what is free cannot hold the allocation). */
+  ranOutOfMemory = false;
+
   private constructor(
     private readonly module: QuickJSWASMModule,
     private readonly memory: WasmMemory,
@@ -151,91 +190,165 @@ export class Sandbox {
     return this.memory.buffer.byteLength >= capOf(this.limits);
   }
 
-  /** Runs the transformation; throws only SandboxBroken. */
+  /** True when a warm context of another owner than this one is held. */
+  holdsOthersThan(owner: string): boolean {
+    for (const key of this.warm.keys()) if (!key.startsWith(`${owner}\n`)) return true;
+    return false;
+  }
+
+  /** Runs the transformation in a context of its own, gone after; throws only SandboxBroken. */
   run(code: string, request: TransformRequest, context: TransformContext): TransformOutcome {
-    return this.session(code, (vm, own, transform, invoke) => {
-      const result = vm.callFunction(invoke, vm.undefined, transform, own(vm.newString(JSON.stringify(request))), own(vm.newString(JSON.stringify(context))));
-      if (result.error) return { error: own(result.error) };
-      const value = own(result.value);
-      return { outcome: outcomeOf(vm.typeof(value) === 'string' ? vm.getString(value) : undefined) };
-    });
+    const prepared = this.prepare(code);
+    if (!('vm' in prepared)) return prepared;
+    try {
+      return this.call(prepared, JSON.stringify(request), JSON.stringify(context)).outcome;
+    } finally {
+      dispose(prepared);
+    }
+  }
+
+  /**
+   * Runs the transformation in `owner`'s warm context for this code, made when there is
+   * none; a run that fails drops its context. Throws only SandboxBroken.
+   */
+  runWarm(owner: string, code: string, request: TransformRequest, context: TransformContext): TransformOutcome {
+    const key = `${owner}\n${code}`;
+    let prepared = this.warm.get(key);
+    if (prepared === undefined) {
+      const made = this.prepare(code);
+      if (!('vm' in made)) return made;
+      prepared = made;
+      while (this.warm.size >= MAX_WARM) this.drop(this.warm.keys().next().value!);
+    } else {
+      // Most recently used last.
+      this.warm.delete(key);
+    }
+    this.warm.set(key, prepared);
+    let sound = false;
+    try {
+      const { outcome, clean } = this.call(prepared, JSON.stringify(request), JSON.stringify(context));
+      sound = clean && ++prepared.runs < MAX_WARM_RUNS;
+      if (sound) this.touched.add(key);
+      return outcome;
+    } finally {
+      if (!sound) this.drop(key);
+    }
+  }
+
+  /**
+   * After a batch: warm contexts it ran that now hold more than WARM_HEAP_BYTES are dropped,
+   * so what one owner keeps does not take the memory another's run is promised. QuickJS's
+   * count is an estimate (it leaves out, for one, strings held in arrays' elements): a run
+   * that reached the cap while other owners' contexts were warm is run again in a fresh
+   * module by the worker, so it is never another's keeping that fails it. Throws only SandboxBroken.
+   */
+  settle(): void {
+    for (const key of this.touched) {
+      const prepared = this.warm.get(key);
+      if (prepared !== undefined && heapBytes(prepared) > WARM_HEAP_BYTES) this.drop(key);
+    }
+    this.touched.clear();
   }
 
   /** Null when the code compiles and defines a function, else what is wrong (with its line); throws only SandboxBroken. */
   check(code: string): string | null {
-    const outcome = this.session(code, () => ({ outcome: { kind: 'dropped' } }));
-    return outcome.kind === 'error' ? outcome.message : null;
+    const prepared = this.prepare(code);
+    if (!('vm' in prepared)) return prepared.kind === 'error' ? prepared.message : null;
+    dispose(prepared);
+    return null;
+  }
+
+  private drop(key: string): void {
+    const prepared = this.warm.get(key);
+    this.warm.delete(key);
+    this.touched.delete(key);
+    if (prepared !== undefined) dispose(prepared);
   }
 
   /**
-   * A fresh runtime and context, the prelude and the code evaluated and its function found,
-   * then `work`; every handle `own`ed is released before the context, the context before the
-   * runtime.
+   * A fresh runtime and context, the prelude and the code evaluated and its function found;
+   * or the error outcome of why not (all it made disposed then).
    */
-  private session(
-    code: string,
-    work: (
-      vm: QuickJSContext,
-      own: (handle: QuickJSHandle) => QuickJSHandle,
-      transform: QuickJSHandle,
-      invoke: QuickJSHandle,
-    ) => { outcome: TransformOutcome } | { error: QuickJSHandle },
-  ): TransformOutcome {
+  private prepare(code: string): Prepared | TransformOutcome {
     if (code.length > MAX_CODE_CHARS) return failed(`the code is longer than ${MAX_CODE_CHARS} characters`);
     // Set again as the company's code starts: the runtime and the prelude are intake's time.
-    let started = performance.now();
-    let cpuAtStart = threadCpuMs();
-    const { cpuMs, memoryMb } = this.limits;
-    const over = overLimit(cpuMs, () => ({ started, cpuAtStart }));
-    const timer = { exceeded: false };
+    const clock: RunClock = { started: performance.now(), cpuAtStart: recentThreadCpuMs(), exceeded: false };
+    const over = overLimit(this.limits.cpuMs, clock);
     const handles: QuickJSHandle[] = [];
     const own = (handle: QuickJSHandle) => (handles.push(handle), handle);
     let runtime: QuickJSRuntime | undefined;
     let vm: QuickJSContext | undefined;
+    let ready = false;
     try {
       runtime = this.module.newRuntime({
         // Refuses any one allocation larger than the limit at once; the cap bounds the sum.
-        memoryLimitBytes: memoryMb * MB,
+        memoryLimitBytes: this.limits.memoryMb * MB,
         maxStackSizeBytes: STACK_BYTES,
-        interruptHandler: () => (timer.exceeded ||= over()),
+        interruptHandler: () => (clock.exceeded ||= over()),
       });
       vm = runtime.newContext({ intrinsics: { ...DefaultIntrinsics, Date: false } });
       const context = vm;
-      const explain = (error: QuickJSHandle, describe?: QuickJSHandle) => this.explain(context, own(error), describe, timer);
       const prelude = context.evalCode(PRELUDE, 'sandbox.js');
-      if (prelude.error) return explain(prelude.error);
+      if (prelude.error) return this.explain(context, own(prelude.error), undefined, clock);
       const pair = own(prelude.value);
       const invoke = own(context.getProp(pair, 0));
       const describe = own(context.getProp(pair, 1));
-      started = performance.now();
-      cpuAtStart = threadCpuMs();
+      clock.started = performance.now();
+      clock.cpuAtStart = recentThreadCpuMs();
       const evaluated = context.evalCode(code, CODE_FILE);
-      if (evaluated.error) return explain(evaluated.error, describe);
+      if (evaluated.error) return this.explain(context, own(evaluated.error), describe, clock);
       const completion = own(evaluated.value);
       const found = context.evalCode(FIND, 'sandbox.js');
-      if (found.error) return explain(found.error, describe);
+      if (found.error) return this.explain(context, own(found.error), describe, clock);
       const named = own(found.value);
       const transform = context.typeof(named) === 'function' ? named : context.typeof(completion) === 'function' ? completion : null;
       if (transform === null) return failed(NO_FUNCTION);
-      const done = work(context, own, transform, invoke);
-      return 'outcome' in done ? done.outcome : explain(done.error, describe);
+      ready = true;
+      return { runtime, vm, handles, transform, invoke, describe, clock, runs: 0 };
     } catch (error) {
       throw new SandboxBroken(error);
     } finally {
       // A module that cannot free its runtime is broken, whatever the run returned.
-      release(handles, vm, runtime);
+      if (!ready) release(handles, vm, runtime);
+    }
+  }
+
+  /** One call of a prepared transform; `clean` is false when it failed in any way (its context should go). */
+  private call(prepared: Prepared, request: string, context: string): { outcome: TransformOutcome; clean: boolean } {
+    const { vm, clock } = prepared;
+    this.ranOutOfMemory = false;
+    clock.started = performance.now();
+    clock.cpuAtStart = recentThreadCpuMs();
+    clock.exceeded = false;
+    const handles: QuickJSHandle[] = [];
+    const own = (handle: QuickJSHandle) => (handles.push(handle), handle);
+    try {
+      const result = vm.callFunction(prepared.invoke, vm.undefined, prepared.transform, own(vm.newString(request)), own(vm.newString(context)));
+      if (result.error) return { outcome: this.explain(vm, own(result.error), prepared.describe, clock), clean: false };
+      const value = own(result.value);
+      const outcome = outcomeOf(vm.typeof(value) === 'string' ? vm.getString(value) : undefined);
+      return { outcome, clean: outcome.kind !== 'error' };
+    } catch (error) {
+      throw new SandboxBroken(error);
+    } finally {
+      try {
+        for (const handle of handles.reverse()) if (handle.alive) handle.dispose();
+      } catch (error) {
+        throw new SandboxBroken(error);
+      }
     }
   }
 
   /** An error outcome for what the code threw, in the words of the limit it reached when it reached one. */
-  private explain(vm: QuickJSContext, error: QuickJSHandle, describe: QuickJSHandle | undefined, timer: { exceeded: boolean }): TransformOutcome {
+  private explain(vm: QuickJSContext, error: QuickJSHandle, describe: QuickJSHandle | undefined, clock: RunClock): TransformOutcome {
     // Read first: a getter of what was thrown may be what runs out of time.
-    const thrown = describe === undefined || timer.exceeded ? undefined : readThrown(vm, error, describe);
-    if (timer.exceeded) return failed(`the transform ran out of time: it used more than ${this.limits.cpuMs} ms of CPU time`);
+    const thrown = describe === undefined || clock.exceeded ? undefined : readThrown(vm, error, describe);
+    if (clock.exceeded) return failed(`the transform ran out of time: it used more than ${this.limits.cpuMs} ms of CPU time`);
     const at = thrown !== undefined && 'stack' in thrown ? lineOf(thrown.stack) : '';
     const outOfMemory = thrown !== undefined && 'name' in thrown && thrown.name === 'InternalError' && thrown.message === 'out of memory';
     // At the cap, QuickJS may have no memory left for the error: it throws null, or describing fails.
     if (outOfMemory || (this.spent && (thrown === undefined || ('value' in thrown && thrown.value === 'null')))) {
+      this.ranOutOfMemory = true;
       return failed(`the transform ran out of memory: it used more than ${this.limits.memoryMb} MB${at}`);
     }
     if (thrown === undefined) return failed('the transform failed with an error that could not be read');
@@ -247,9 +360,27 @@ export class Sandbox {
   }
 }
 
+function dispose(prepared: Prepared): void {
+  release(prepared.handles, prepared.vm, prepared.runtime);
+}
+
+/** The bytes of QuickJS's heap a prepared context's runtime holds, as QuickJS counts them. */
+function heapBytes(prepared: Prepared): number {
+  try {
+    const usage = prepared.runtime.computeMemoryUsage();
+    const size = prepared.vm.getProp(usage, 'memory_used_size');
+    const bytes = prepared.vm.getNumber(size);
+    size.dispose();
+    usage.dispose();
+    return bytes;
+  } catch (error) {
+    throw new SandboxBroken(error);
+  }
+}
+
 /** The module's memory cap for these limits. */
 function capOf(limits: SandboxLimits): number {
-  return MODULE_BYTES + limits.memoryMb * MB;
+  return MODULE_BYTES + limits.memoryMb * MB + MAX_WARM * WARM_HEAP_BYTES;
 }
 
 function release(handles: QuickJSHandle[], vm: QuickJSContext | undefined, runtime: QuickJSRuntime | undefined): void {
@@ -293,11 +424,14 @@ const CPU_READ_EVERY_MS = 5;
  * The interrupt handler's test: within the limit's wall time, on; past it, on while the
  * thread's CPU time is within the limit (read every few ms), off past the hard bound.
  */
-function overLimit(cpuMs: number, start: () => { started: number; cpuAtStart: number | null }): () => boolean {
+function overLimit(cpuMs: number, clock: RunClock): () => boolean {
   let lastRead = 0;
   let lastAnswer = false;
+  let run = clock.started;
   return () => {
-    const { started, cpuAtStart } = start();
+    const { started, cpuAtStart } = clock;
+    // A new run in a warm context: nothing of the last one's reading counts.
+    if (started !== run) [run, lastRead, lastAnswer] = [started, 0, false];
     const now = performance.now();
     const wall = now - started;
     if (wall <= cpuMs) return false;
@@ -308,6 +442,19 @@ function overLimit(cpuMs: number, start: () => { started: number; cpuAtStart: nu
     lastAnswer = cpu === null || cpu - cpuAtStart > cpuMs;
     return lastAnswer;
   };
+}
+
+let lastCpuRead = { at: -Infinity, cpuMs: null as number | null };
+
+/**
+ * threadCpuMs, read again only when the last reading is CPU_READ_EVERY_MS old: a warm run
+ * takes tens of microseconds, and the reading (clock ticks of 10 ms) about ten. A run's start
+ * taken from an older reading counts up to that much more against its limit, never less.
+ */
+function recentThreadCpuMs(): number | null {
+  const now = performance.now();
+  if (now - lastCpuRead.at >= CPU_READ_EVERY_MS) lastCpuRead = { at: now, cpuMs: threadCpuMs() };
+  return lastCpuRead.cpuMs;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { failed } from './request.js';
+import { failed, type TransformOutcome } from './request.js';
 import { Sandbox, SandboxBroken, type SandboxLimits } from './sandbox.js';
-import type { WorkerReply, WorkerTask } from './protocol.js';
+import { PROGRESS_SLOT, type TransformRun, type WorkerReply, type WorkerTask } from './protocol.js';
 
 /**
  * A transform pool's worker thread (pool.ts): one sandbox, one task at a time. After a task
@@ -9,7 +9,8 @@ import type { WorkerReply, WorkerTask } from './protocol.js';
  * reply goes out, so the next task finds a sound one.
  */
 
-const limits = workerData as SandboxLimits;
+const { progress: progressBuffer, ...limits } = workerData as SandboxLimits & { progress: SharedArrayBuffer };
+const progress = new Int32Array(progressBuffer);
 const port = parentPort!;
 let sandbox = await Sandbox.load(limits);
 
@@ -18,16 +19,62 @@ port.postMessage({ kind: 'ready' } satisfies WorkerReply);
 
 async function serve(task: WorkerTask): Promise<void> {
   let reply: WorkerReply;
+  let broken = false;
   try {
-    reply =
-      task.kind === 'run'
-        ? { kind: 'outcome', id: task.id, outcome: sandbox.run(task.code, task.request, task.context) }
-        : { kind: 'checked', id: task.id, problem: sandbox.check(task.code) };
+    if (task.kind === 'runs') {
+      const done = await runBatch(task.owner, task.runs, task.budgetMs);
+      broken = done.broken;
+      reply = { kind: 'outcomes', id: task.id, outcomes: done.outcomes, usedMs: done.usedMs };
+    } else {
+      reply =
+        task.kind === 'run'
+          ? { kind: 'outcome', id: task.id, outcome: sandbox.run(task.code, task.request, task.context) }
+          : { kind: 'checked', id: task.id, problem: sandbox.check(task.code) };
+    }
   } catch (error) {
     if (!(error instanceof SandboxBroken)) throw error;
-    reply = task.kind === 'run' ? { kind: 'outcome', id: task.id, outcome: failed(error.message) } : { kind: 'checked', id: task.id, problem: error.message };
-    sandbox = await Sandbox.load(limits);
+    broken = true;
+    reply = task.kind === 'check' ? { kind: 'checked', id: task.id, problem: error.message } : { kind: 'outcome', id: task.id, outcome: failed(error.message) };
   }
-  if (sandbox.spent) sandbox = await Sandbox.load(limits);
+  if (broken || sandbox.spent) sandbox = await Sandbox.load(limits);
   port.postMessage(reply);
+}
+
+/**
+ * The batch's runs one after another while its budget lasts; a run that broke the module
+ * or filled its memory ends the batch (the module is replaced before the next). A run that
+ * filled the memory while other owners' warm contexts were held is run once more in a fresh
+ * module first: what others kept may be what filled it.
+ */
+async function runBatch(owner: string, runs: TransformRun[], budgetMs: number): Promise<{ outcomes: Array<TransformOutcome | null>; usedMs: number; broken: boolean }> {
+  const started = performance.now();
+  const outcomes: Array<TransformOutcome | null> = runs.map(() => null);
+  let broken = false;
+  for (let index = 0; index < runs.length; index++) {
+    if (index > 0 && performance.now() - started >= budgetMs) break;
+    const { code, request, context } = runs[index]!;
+    try {
+      const others = sandbox.holdsOthersThan(owner);
+      outcomes[index] = sandbox.runWarm(owner, code, request, context);
+      if (sandbox.ranOutOfMemory && others) {
+        sandbox = await Sandbox.load(limits);
+        outcomes[index] = sandbox.runWarm(owner, code, request, context);
+      }
+    } catch (error) {
+      if (!(error instanceof SandboxBroken)) throw error;
+      outcomes[index] = failed(error.message);
+      broken = true;
+    }
+    Atomics.store(progress, PROGRESS_SLOT, index + 1);
+    if (broken || sandbox.spent) break;
+  }
+  if (!broken && !sandbox.spent) {
+    try {
+      sandbox.settle();
+    } catch (error) {
+      if (!(error instanceof SandboxBroken)) throw error;
+      broken = true;
+    }
+  }
+  return { outcomes, usedMs: performance.now() - started, broken };
 }
