@@ -2,7 +2,7 @@ import { isJsonContentType } from '../domain/webhook-body.js';
 import { dedupeKey, filterInputOf, passesFilter, rulesFromJson, type DestinationRules } from '../domain/rules/rules.js';
 import type { FilterInput } from '../domain/rules/filter.js';
 import type { ClaimedDelivery, DedupeClaim, Store, WebhookBody } from '../store/store.js';
-import type { TransformContext, TransformOutcome, TransformRequest } from './transform/pool.js';
+import type { BatchOutcome, TransformContext, TransformOutcome, TransformRequest, TransformRun } from './transform/pool.js';
 
 /**
  * A destination's rules as the delivery worker applies them (src/domain/rules/rules.ts says
@@ -13,7 +13,10 @@ import type { TransformContext, TransformOutcome, TransformRequest } from './tra
 
 /** What runs transformations: the sandbox's pool (src/destinations/transform/pool.ts). */
 export interface Transformer {
+  /** One run in a fresh context (a preview). */
   run(code: string, request: TransformRequest, context: TransformContext): Promise<TransformOutcome>;
+  /** A batch of one company's runs in its warm contexts, none started past `budgetMs` (those come back null). */
+  runMany(owner: string, runs: TransformRun[], budgetMs: number): Promise<BatchOutcome>;
 }
 
 /** What the rules decided before an attempt: send it (its rules, if any), or settle it unsent. */
@@ -29,30 +32,30 @@ export type Shaped =
   | { kind: 'error'; message: string };
 
 /**
- * Transformations of one company running or waiting for a sandbox worker at once, on this
- * node: a company whose code loops on every delivery holds one worker at a time for its CPU
- * limit, and another company's transformations always find the other free (the pool has
- * two), whatever the first's backlog.
- */
-const TRANSFORMS_PER_COMPANY = 1;
-
-/**
  * Sandbox time one company's transformations may take on a node: a token bucket of
- * SANDBOX_MS_PER_SECOND refilled each second, BURST_MS at most. A sandbox worker is a core
- * while it runs, and on a machine of two cores a company whose code loops on every delivery
- * took one from intake's own threads for as long as its backlog lasted (another tenant's
- * intake p99 from 8 ms to 109 ms, `npm run bench:tenants -- --phases loops`). Past its time,
- * a company's next transformation waits for the bucket (its deliveries hold that company's
- * share of the worker's slots meanwhile, no one else's), up to MAX_WAIT_MS (well within a
- * claim's lease), then fails that attempt, retried on its schedule. Half a core: a company
- * whose runs take a millisecond (a small transformation of a 2 KiB body) makes about 500
- * a second on a node; 200 ms a second held a busy tenant to 126 (`npm run bench:rules`).
+ * SANDBOX_MS_PER_SECOND refilled each second, BURST_MS at most, charged with what each batch
+ * took on its worker. A sandbox worker is a core while it runs, and on a machine of two
+ * cores a company whose code loops on every delivery took one from intake's own threads for
+ * as long as its backlog lasted (another tenant's intake p99 from 8 ms to 109 ms, `npm run
+ * bench:tenants -- --phases loops`). Past its time, a company's transformations wait for the
+ * bucket (its deliveries hold that company's share of the worker's slots meanwhile, no one
+ * else's); one that would wait more than MAX_WAIT_MS since it came (well within a claim's
+ * lease) fails that attempt, retried on its schedule. A quarter of a core: a warm run of a
+ * small transformation takes tens of microseconds, so a company makes thousands a second
+ * on a node within it (`npm run bench:rules`).
  */
-const SANDBOX_MS_PER_SECOND = 500;
-const BURST_MS = 2000;
+const SANDBOX_MS_PER_SECOND = 250;
+const BURST_MS = 1000;
 const MAX_WAIT_MS = 10_000;
 /** A company's transformations waiting for their turn at most: more than its share of a node's delivery slots, so only a flood meets it. */
 const MAX_WAITING = 1000;
+/**
+ * One batch of a company's at most: a batch is one message each way, and holds its worker
+ * for MAX_BATCH_MS at most (and the run under way then): another company waiting for that
+ * worker waits no longer.
+ */
+const MAX_BATCH_RUNS = 64;
+const MAX_BATCH_MS = 50;
 
 /** Versions kept at most: each is small, and a version never changes once saved. */
 const MAX_CACHED_VERSIONS = 2000;
@@ -69,16 +72,25 @@ const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]{0,4096}$/;
 
 export class DeliveryRules {
   private readonly versions = new Map<string, DestinationRules>();
-  private readonly turns = new CompanyTurns(TRANSFORMS_PER_COMPANY, { perSecondMs: SANDBOX_MS_PER_SECOND, burstMs: BURST_MS, maxWaitMs: MAX_WAIT_MS, maxWaiting: MAX_WAITING });
+  private readonly batches: CompanyBatches;
 
   constructor(
     private readonly store: Store,
     private readonly transformer: () => Transformer,
-  ) {}
+  ) {
+    this.batches = new CompanyBatches(transformer, {
+      perSecondMs: SANDBOX_MS_PER_SECOND,
+      burstMs: BURST_MS,
+      maxWaitMs: MAX_WAIT_MS,
+      maxWaiting: MAX_WAITING,
+      maxBatchRuns: MAX_BATCH_RUNS,
+      maxBatchMs: MAX_BATCH_MS,
+    });
+  }
 
   /** Transformations still waiting for their turn are refused: the node is stopping. */
   close(): void {
-    this.turns.close();
+    this.batches.close();
   }
 
   /** The rules of each claimed delivery's destination at its claimed version, read where not kept. */
@@ -153,15 +165,17 @@ export class DeliveryRules {
     let outcome: TransformOutcome;
     const code = rules.transformation.code;
     try {
-      outcome = await this.turns.run(delivery.companyId, () =>
-        this.transformer().run(code, transformRequestOf(input), {
+      outcome = await this.batches.run(delivery.companyId, {
+        code,
+        request: transformRequestOf(input),
+        context: {
           webhookId: delivery.webhookUuid,
           event: delivery.event,
           integrationId: delivery.integrationId,
           receivedAt: new Date(delivery.webhookReceivedAt).toISOString(),
           attempt: delivery.attempt,
-        }),
-      );
+        },
+      });
     } catch (error) {
       // The sandbox could not take it (its queue full, a worker that did not start, the
       // company's sandbox time spent): a failed attempt like a transformation's own error,
@@ -174,78 +188,134 @@ export class DeliveryRules {
   }
 }
 
-/** A company's sandbox time, as CompanyTurns counts it. */
-interface TimeBudget {
+/** A company's sandbox time and batches, as CompanyBatches counts them. */
+export interface TimeBudget {
   perSecondMs: number;
   burstMs: number;
-  /** The longest a task waits for its company's time; past it, it is refused. */
+  /** The longest a run waits, from when it came; one that would wait longer is refused. */
   maxWaitMs: number;
-  /** Tasks of a company waiting for their turn at most. */
+  /** Runs of a company waiting at most. */
   maxWaiting: number;
+  maxBatchRuns: number;
+  maxBatchMs: number;
+}
+
+interface Waiting {
+  run: TransformRun;
+  since: number;
+  resolve(outcome: TransformOutcome): void;
+  reject(error: Error): void;
+}
+
+interface CompanyQueue {
+  waiting: Waiting[];
+  /** A batch of this company's is out (or it sleeps for its bucket). */
+  busy: boolean;
+  tokensMs: number;
+  at: number;
 }
 
 /**
- * At most `limit` tasks of one company at a time, the others waiting their turn in order,
- * and each company's tasks within its time budget (what its tasks took, on `now`'s clock).
+ * Each company's transformations, gathered into batches: one batch of a company's at a
+ * time (so one company holds one sandbox worker at most, and another company's always find
+ * the other), each what waited when the last came back, up to maxBatchRuns, with the
+ * company's sandbox time as its budget, up to maxBatchMs. What a batch did not start waits
+ * at the head for the next. The time a batch took is charged to its company's bucket; an
+ * empty bucket makes the company's next batch wait for it (on `now`'s clock).
  */
-export class CompanyTurns {
-  private readonly companies = new Map<string, { running: number; waiting: Array<() => void>; tokensMs: number; at: number }>();
+export class CompanyBatches {
+  private readonly companies = new Map<string, CompanyQueue>();
   private closed = false;
   private wake!: () => void;
   /** Settles when close() is called: what every wait races. */
   private readonly closing = new Promise<void>((resolve) => (this.wake = resolve));
 
   constructor(
-    private readonly limit: number,
+    private readonly transformer: () => Transformer,
     private readonly budget: TimeBudget,
     private readonly now: () => number = () => performance.now(),
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref()),
   ) {}
 
-  async run<T>(companyId: string, task: () => Promise<T>): Promise<T> {
+  /** The run's outcome; rejects when it cannot run (the node stopping, the company's queue full or its share spent, the pool refusing). */
+  run(companyId: string, run: TransformRun): Promise<TransformOutcome> {
+    if (this.closed) return Promise.reject(new Error('the node is stopping'));
     let company = this.companies.get(companyId);
-    if (!company) this.companies.set(companyId, (company = { running: 0, waiting: [], tokensMs: this.budget.burstMs, at: this.now() }));
-    if (this.closed) throw new Error('the node is stopping');
-    if (company.running >= this.limit) {
-      if (company.waiting.length >= this.budget.maxWaiting) throw new Error(`${this.budget.maxWaiting} of this company's transformations are waiting already; try later`);
-      await new Promise<void>((resolve) => company.waiting.push(resolve));
+    if (!company) this.companies.set(companyId, (company = { waiting: [], busy: false, tokensMs: this.budget.burstMs, at: this.now() }));
+    if (company.waiting.length >= this.budget.maxWaiting) {
+      return Promise.reject(new Error(`${this.budget.maxWaiting} of this company's transformations are waiting already; try later`));
     }
-    company.running++;
-    try {
-      if (this.closed) throw new Error('the node is stopping');
-      const wait = this.waitFor(company);
-      if (wait > this.budget.maxWaitMs) throw new Error(`this company's transformations used their share of the sandbox (${this.budget.perSecondMs} ms a second); try later`);
-      if (wait > 0) await Promise.race([this.sleep(wait), this.closing]);
-      if (this.closed) throw new Error('the node is stopping');
-      const started = this.now();
-      try {
-        return await task();
-      } finally {
-        this.refill(company);
-        company.tokensMs -= this.now() - started;
-      }
-    } finally {
-      company.running--;
-      const next = company.waiting.shift();
-      if (next) next();
-      else if (company.running === 0 && company.tokensMs >= this.budget.burstMs) this.companies.delete(companyId);
-    }
+    const queue = company;
+    return new Promise((resolve, reject) => {
+      queue.waiting.push({ run, since: this.now(), resolve, reject });
+      if (!queue.busy) void this.serve(companyId, queue);
+    });
   }
 
-  /** Every task waiting (for its turn or its time) is refused, and every later one. */
+  /** Every run waiting (for its batch or its company's time) is refused, and every later one. */
   close(): void {
     this.closed = true;
     this.wake();
-    for (const company of this.companies.values()) for (const next of company.waiting.splice(0)) next();
+    for (const company of this.companies.values()) this.refuse(company.waiting.splice(0), new Error('the node is stopping'));
+  }
+
+  /** The company's batches, one after another while runs wait. */
+  private async serve(companyId: string, company: CompanyQueue): Promise<void> {
+    company.busy = true;
+    try {
+      while (company.waiting.length > 0 && !this.closed) {
+        const wait = this.waitFor(company);
+        if (wait > 0) {
+          const start = this.now() + wait;
+          const late = company.waiting.filter((waiting) => start - waiting.since > this.budget.maxWaitMs);
+          if (late.length > 0) {
+            company.waiting = company.waiting.filter((waiting) => !late.includes(waiting));
+            this.refuse(late, new Error(`this company's transformations used their share of the sandbox (${this.budget.perSecondMs} ms a second); try later`));
+            continue;
+          }
+          await Promise.race([this.sleep(wait), this.closing]);
+          continue;
+        }
+        const batch = company.waiting.splice(0, this.budget.maxBatchRuns);
+        let done: BatchOutcome;
+        try {
+          done = await this.transformer().runMany(
+            companyId,
+            batch.map((waiting) => waiting.run),
+            Math.min(company.tokensMs, this.budget.maxBatchMs),
+          );
+        } catch (error) {
+          this.refuse(batch, error as Error);
+          continue;
+        }
+        this.refill(company);
+        company.tokensMs -= done.usedMs;
+        const notStarted = batch.filter((_, index) => done.outcomes[index] == null);
+        batch.forEach((waiting, index) => {
+          const outcome = done.outcomes[index];
+          if (outcome != null) waiting.resolve(outcome);
+        });
+        company.waiting.unshift(...notStarted);
+      }
+    } finally {
+      company.busy = false;
+      if (this.closed) this.refuse(company.waiting.splice(0), new Error('the node is stopping'));
+      this.refill(company);
+      if (company.waiting.length === 0 && company.tokensMs >= this.budget.burstMs) this.companies.delete(companyId);
+    }
+  }
+
+  private refuse(runs: Waiting[], error: Error): void {
+    for (const waiting of runs) waiting.reject(error);
   }
 
   /** How long until the company's bucket is above zero again (0: now). */
-  private waitFor(company: { tokensMs: number; at: number }): number {
+  private waitFor(company: CompanyQueue): number {
     this.refill(company);
     return company.tokensMs > 0 ? 0 : Math.ceil((-company.tokensMs * 1000) / this.budget.perSecondMs) + 1;
   }
 
-  private refill(company: { tokensMs: number; at: number }): void {
+  private refill(company: CompanyQueue): void {
     const now = this.now();
     company.tokensMs = Math.min(this.budget.burstMs, company.tokensMs + ((now - company.at) * this.budget.perSecondMs) / 1000);
     company.at = now;

@@ -1,5 +1,6 @@
 import { afterAll, expect, test } from 'vitest';
-import { CompanyTurns, DeliveryRules } from '../../src/destinations/delivery-rules.js';
+import { CompanyBatches, DeliveryRules, type TimeBudget, type Transformer } from '../../src/destinations/delivery-rules.js';
+import type { TransformOutcome, TransformRun } from '../../src/destinations/transform/pool.js';
 import { TransformPool } from '../../src/destinations/transform/pool.js';
 import { threadCpuMs } from '../../src/destinations/transform/sandbox.js';
 import { validRules } from '../../src/domain/rules/rules.js';
@@ -54,40 +55,87 @@ test("a company whose transformation loops holds one worker; another company's i
   expect(finished.filter((f) => f.startsWith('a'))).toEqual(['a1:error', 'a2:error', 'a3:error', 'a4:error']);
 });
 
-test("a company past its sandbox time waits for its bucket, then is refused; another company's tasks do not wait", async () => {
-  let clock = 0;
+/**
+ * A transformer whose runs each take `msPerRun` of the clock (a batch stops starting runs
+ * past its budget, as the pool's worker does), recording each batch's owner, size and budget.
+ */
+function timedTransformer(clock: { now: number }, msPerRun: number) {
+  const batches: Array<{ owner: string; runs: number; budgetMs: number }> = [];
+  let hold: Promise<void> = Promise.resolve();
+  const transformer: Transformer = {
+    run: () => Promise.reject(new Error('not used')),
+    async runMany(owner: string, runs: TransformRun[], budgetMs: number) {
+      await hold;
+      batches.push({ owner, runs: runs.length, budgetMs });
+      const outcomes: Array<TransformOutcome | null> = runs.map(() => null);
+      let used = 0;
+      for (let index = 0; index < runs.length && (index === 0 || used < budgetMs); index++) {
+        used += msPerRun;
+        outcomes[index] = { kind: 'request', request: runs[index]!.request };
+      }
+      clock.now += used;
+      return { outcomes, usedMs: used };
+    },
+  };
+  return { transformer, batches, holdUntil: (gate: Promise<void>) => (hold = gate) };
+}
+
+const BUDGET: TimeBudget = { perSecondMs: 200, burstMs: 1000, maxWaitMs: 1500, maxWaiting: 100, maxBatchRuns: 4, maxBatchMs: 50 };
+const RUN: TransformRun = { code: 'x', request: { body: null, headers: {}, path: '', query: {} }, context: { webhookId: 'w', event: 'e', integrationId: 'i', receivedAt: '', attempt: 1 } };
+
+test("a company's waiting runs go as batches of at most maxBatchRuns, each within maxBatchMs; what a batch did not start goes in the next", async () => {
+  const clock = { now: 0 };
+  const { transformer, batches, holdUntil } = timedTransformer(clock, 20);
+  let open!: () => void;
+  holdUntil(new Promise((resolve) => (open = resolve)));
+  const batcher = new CompanyBatches(() => transformer, BUDGET, () => clock.now, async (ms) => void (clock.now += ms));
+  const runs = Array.from({ length: 6 }, () => batcher.run('cmp_a', RUN));
+  open();
+  const outcomes = await Promise.all(runs);
+  expect(outcomes.every((outcome) => outcome.kind === 'request')).toBe(true);
+  // The first came alone (nothing else waited); then the other five, four at a time, of which
+  // three start within 50 ms at 20 ms each; the rest in the next batch.
+  expect(batches.map(({ runs }) => runs)).toEqual([1, 4, 2]);
+  expect(batches.every(({ budgetMs }) => budgetMs === 50)).toBe(true);
+});
+
+test("a company past its sandbox time waits for its bucket, then is refused; another company's runs do not wait", async () => {
+  const clock = { now: 0 };
   const slept: number[] = [];
-  const turns = new CompanyTurns(1, { perSecondMs: 200, burstMs: 1000, maxWaitMs: 1500, maxWaiting: 4 }, () => clock, async (ms) => {
+  const { transformer } = timedTransformer(clock, 600);
+  const batcher = new CompanyBatches(() => transformer, { ...BUDGET, maxBatchRuns: 1 }, () => clock.now, async (ms) => {
     slept.push(ms);
-    clock += ms;
+    clock.now += ms;
   });
-  // Each task of cmp_a takes 600 ms of sandbox time (the clock moves as it runs).
-  const busy = () => turns.run('cmp_a', async () => void (clock += 600));
-  await busy();
-  await busy();
+  // Each run of cmp_a takes 600 ms of sandbox time (the clock moves as it runs).
+  await batcher.run('cmp_a', RUN);
+  await batcher.run('cmp_a', RUN);
   expect(slept).toEqual([]);
-  // 1,000 ms, less 1,200 used, plus 240 refilled while they ran: 80 ms short, 400 ms (and
-  // one) to wait at 200 ms a second.
-  await busy();
+  // 1,000 ms, less 1,200 used, plus 120 refilled while the second ran: 80 ms short when the
+  // third comes, 400 ms (and one) to wait at 200 ms a second.
+  await batcher.run('cmp_a', RUN);
   expect(slept).toEqual([401]);
-  await turns.run('cmp_b', async () => void (clock += 10));
+  await batcher.run('cmp_b', RUN);
   expect(slept).toEqual([401]);
   // cmp_a is now about 480 ms short: 2.4 s to wait, past its 1.5 s: refused, without waiting.
-  await expect(busy()).rejects.toThrow(/share of the sandbox/);
+  await expect(batcher.run('cmp_a', RUN)).rejects.toThrow(/share of the sandbox/);
   expect(slept).toEqual([401]);
 });
 
 test("a company's queue is bounded, and closing refuses what waits at once", async () => {
-  const turns = new CompanyTurns(1, { perSecondMs: 200, burstMs: 1000, maxWaitMs: 1500, maxWaiting: 2 }, () => 0, () => new Promise(() => {}));
-  let release!: () => void;
-  const running = turns.run('cmp_a', () => new Promise<void>((resolve) => (release = resolve)));
-  const waiting = [turns.run('cmp_a', async () => 'ran'), turns.run('cmp_a', async () => 'ran')];
-  await expect(turns.run('cmp_a', async () => 'ran')).rejects.toThrow(/2 of this company's transformations are waiting/);
-  turns.close();
+  const clock = { now: 0 };
+  const { transformer, holdUntil } = timedTransformer(clock, 1);
+  holdUntil(new Promise(() => {}));
+  const batcher = new CompanyBatches(() => transformer, { ...BUDGET, maxWaiting: 2, maxBatchRuns: 1 }, () => clock.now, () => new Promise(() => {}));
+  // The first is out in a batch (held); two wait behind it.
+  const running = batcher.run('cmp_a', RUN);
+  await Promise.resolve();
+  const waiting = [batcher.run('cmp_a', RUN), batcher.run('cmp_a', RUN)];
+  await expect(batcher.run('cmp_a', RUN)).rejects.toThrow(/2 of this company's transformations are waiting/);
+  batcher.close();
   for (const task of waiting) await expect(task).rejects.toThrow(/stopping/);
-  release();
-  await running;
-  await expect(turns.run('cmp_b', async () => 'ran')).rejects.toThrow(/stopping/);
+  await expect(batcher.run('cmp_b', RUN)).rejects.toThrow(/stopping/);
+  void running;
 });
 
 test("the CPU limit's clock counts the thread's own work, not the time it waited", () => {
