@@ -6,9 +6,12 @@
  * (a fresh QuickJS runtime and context, the JSON in and out, the worker's round trip).
  *
  * - cold start: a new pool's first answer (a worker thread, QuickJS's module, one run).
- * - in thread: Sandbox.run on this thread, no worker: the sandbox's share of a call.
+ * - in thread: Sandbox.run (a fresh context) and Sandbox.runWarm (the owner's warm context,
+ *   as deliveries run) on this thread, no worker: the sandbox's share of a call.
  * - one worker: calls one after another through a pool of one, median and p99 of each.
- * - throughput: --concurrency calls in flight on a pool of two workers for --seconds.
+ * - throughput: --concurrency calls in flight on a pool of two workers for --seconds, each
+ *   in a fresh context (`run`, a preview's way); then batches of --batch warm runs
+ *   (`runMany`, deliveries' way) from two owners at once, one batch of each in flight.
  */
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -18,11 +21,13 @@ const { values: args } = parseArgs({
     count: { type: 'string', default: '3000' },
     seconds: { type: 'string', default: '5' },
     concurrency: { type: 'string', default: '16' },
+    batch: { type: 'string', default: '64' },
   },
 });
 const COUNT = Number(args.count);
 const SECONDS = Number(args.seconds);
 const CONCURRENCY = Number(args.concurrency);
+const BATCH = Number(args.batch);
 
 interface Request {
   body: unknown;
@@ -35,10 +40,12 @@ interface Outcome {
 }
 interface Pool {
   run(code: string, request: Request, context: object): Promise<Outcome>;
+  runMany(owner: string, runs: Array<{ code: string; request: Request; context: object }>, budgetMs: number): Promise<{ outcomes: Array<Outcome | null>; usedMs: number }>;
   close(): Promise<void>;
 }
 interface Sandbox {
   run(code: string, request: Request, context: object): Outcome;
+  runWarm(owner: string, code: string, request: Request, context: object): Outcome;
 }
 
 const root = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
@@ -97,16 +104,26 @@ console.log(`body ${JSON.stringify(REQUEST.body).length} B`);
 {
   const sandbox = await Sandbox.load({ cpuMs: 50, memoryMb: 32 });
   const samples = new Map<string, number[]>(VARIANTS.map(([name]) => [name, []]));
-  for (let n = 0; n < 200; n++) for (const [, code] of VARIANTS) sandbox.run(code, REQUEST, CONTEXT);
-  // Alternating, so the machine's drift hits both.
-  for (let n = 0; n < COUNT; n++) {
-    for (const [name, code] of VARIANTS) {
-      const started = performance.now();
-      expectRequest(sandbox.run(code, REQUEST, CONTEXT));
-      samples.get(name)!.push(performance.now() - started);
+  const warm = new Map<string, number[]>(VARIANTS.map(([name]) => [name, []]));
+  for (let n = 0; n < 200; n++) {
+    for (const [, code] of VARIANTS) {
+      sandbox.run(code, REQUEST, CONTEXT);
+      sandbox.runWarm('bench', code, REQUEST, CONTEXT);
     }
   }
-  for (const [name, values] of samples) console.log(`in thread, ${name}: ${summary(values)}`);
+  // Alternating, so the machine's drift hits all four.
+  for (let n = 0; n < COUNT; n++) {
+    for (const [name, code] of VARIANTS) {
+      let started = performance.now();
+      expectRequest(sandbox.run(code, REQUEST, CONTEXT));
+      samples.get(name)!.push(performance.now() - started);
+      started = performance.now();
+      expectRequest(sandbox.runWarm('bench', code, REQUEST, CONTEXT));
+      warm.get(name)!.push(performance.now() - started);
+    }
+  }
+  for (const [name, values] of samples) console.log(`in thread, fresh context, ${name}: ${summary(values)}`);
+  for (const [name, values] of warm) console.log(`in thread, warm context, ${name}: ${summary(values)}`);
 }
 
 {
@@ -139,6 +156,31 @@ for (const [name, code] of VARIANTS) {
     }),
   );
   const seconds = (performance.now() - started) / 1000;
-  console.log(`throughput, two workers, ${name}: ${Math.round(done / seconds)} calls/s (${CONCURRENCY} in flight, ${seconds.toFixed(1)} s)`);
+  console.log(`throughput, two workers, fresh contexts, ${name}: ${Math.round(done / seconds)} calls/s (${CONCURRENCY} in flight, ${seconds.toFixed(1)} s)`);
+  await pool.close();
+}
+
+for (const [name, code] of VARIANTS) {
+  const pool = new TransformPool({ workers: 2 });
+  const batch = Array.from({ length: BATCH }, () => ({ code, request: REQUEST, context: CONTEXT }));
+  const owners = ['company-a', 'company-b'];
+  await Promise.all(owners.map((owner) => pool.runMany(owner, batch, 50)));
+  let done = 0;
+  const until = performance.now() + SECONDS * 1000;
+  const started = performance.now();
+  await Promise.all(
+    owners.map(async (owner) => {
+      while (performance.now() < until) {
+        const { outcomes } = await pool.runMany(owner, batch, 50);
+        for (const outcome of outcomes) {
+          if (outcome === null) continue;
+          expectRequest(outcome);
+          done++;
+        }
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  console.log(`throughput, two workers, warm batches of ${BATCH}, ${name}: ${Math.round(done / seconds)} runs/s (two owners, ${seconds.toFixed(1)} s)`);
   await pool.close();
 }
