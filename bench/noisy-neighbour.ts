@@ -173,11 +173,17 @@ async function main(): Promise<boolean> {
   return serviceExitCode === 0;
 }
 
-/** The service's count of failed transformations so far (its /metrics). */
-async function transformationErrors(baseUrl: string): Promise<number> {
+/** The service's count of failed transformations and of sandbox workers it replaced so far (its /metrics). */
+async function transformationErrors(baseUrl: string): Promise<{ transformationErrors: number; workersReplaced: number }> {
   const text = await (await fetch(`${baseUrl}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith('intake_delivery_rule_outcomes_total{outcome="transformation_error"}'));
-  return line === undefined ? -1 : Number(line.split(' ').at(-1));
+  const value = (prefix: string) => {
+    const line = text.split('\n').find((l) => l.startsWith(prefix));
+    return line === undefined ? -1 : Number(line.split(' ').at(-1));
+  };
+  return {
+    transformationErrors: value('intake_delivery_rule_outcomes_total{outcome="transformation_error"}'),
+    workersReplaced: value('intake_transform_workers_replaced_total'),
+  };
 }
 
 /**
@@ -216,7 +222,7 @@ async function runPhase(
   const attacker = await stopAttacks();
   if (loopPosts) {
     const statuses = await loopPosts;
-    attacker.push({ attack: attacks.includes('loops') ? 'looping transformation' : 'small webhooks', statuses, detail: { transformationErrors: await transformationErrors(baseUrl) } });
+    attacker.push({ attack: attacks.includes('loops') ? 'looping transformation' : 'small webhooks', statuses, detail: await transformationErrors(baseUrl) });
   }
   const { capHit } = guard.stop();
   return {

@@ -33,19 +33,21 @@ export type Shaped =
 
 /**
  * Sandbox time one company's transformations may take on a node: a token bucket of
- * SANDBOX_MS_PER_SECOND refilled each second, BURST_MS at most, charged with what each batch
- * took on its worker. A sandbox worker is a core while it runs, and on a machine of two
- * cores a company whose code loops on every delivery took one from intake's own threads for
- * as long as its backlog lasted (another tenant's intake p99 from 8 ms to 109 ms, `npm run
- * bench:tenants -- --phases loops`). Past its time, a company's transformations wait for the
- * bucket (its deliveries hold that company's share of the worker's slots meanwhile, no one
- * else's); one that would wait more than MAX_WAIT_MS since it came (well within a claim's
- * lease) fails that attempt, retried on its schedule. A quarter of a core: a warm run of a
- * small transformation takes tens of microseconds, so a company makes thousands a second
- * on a node within it (`npm run bench:rules`).
+ * SANDBOX_MS_PER_SECOND refilled each second, BURST_MS at most, charged with the CPU time
+ * each batch took on its worker's thread. A sandbox worker is a core while it runs, and on a
+ * machine of two cores a company whose code loops on every delivery took one from intake's
+ * own threads for as long as its backlog lasted (another tenant's intake p99 from 8 ms to
+ * 109 ms, `npm run bench:tenants -- --phases loops`). Past its time, a company's
+ * transformations wait for the bucket (its deliveries hold that company's share of the
+ * worker's slots meanwhile, no one else's); one that would wait more than MAX_WAIT_MS since
+ * it came (well within a claim's lease) fails that attempt, retried on its schedule. A
+ * quarter of a core, and a quarter of a second of burst: with 500 ms a second, or a second
+ * of burst, the looping company's first second raised the other tenant's p99 by half again
+ * and more (docs/performance.md, issue 36); a warm run of a small transformation takes
+ * about 0.1 ms, so a company makes about 2,000 a second on a node within it.
  */
 const SANDBOX_MS_PER_SECOND = 250;
-const BURST_MS = 1000;
+const BURST_MS = 250;
 const MAX_WAIT_MS = 10_000;
 /** A company's transformations waiting for their turn at most: more than its share of a node's delivery slots, so only a flood meets it. */
 const MAX_WAITING = 1000;

@@ -142,6 +142,11 @@ export class DeliveryDispatcher {
   }
 
   /** The node's transformation sandbox, started at first use; the API's "try it" shares it. */
+  /** Sandbox workers stopped and replaced so far (a run past the wall-clock bound, a worker that died); 0 before the first transformation. */
+  get transformWorkersReplaced(): number {
+    return this.transforms?.stats().replaced ?? 0;
+  }
+
   transformPool(): TransformPool {
     return (this.transforms ??= new TransformPool(this.options.transforms));
   }

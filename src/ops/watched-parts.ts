@@ -133,6 +133,12 @@ export function watchParts(metrics: Metrics, parts: WatchedParts): void {
     ],
   );
   counter(
+    'intake_transform_workers_replaced_total',
+    "Transformation sandbox workers this node stopped and replaced: a run past the wall-clock bound (a built-in call that outran the CPU limit's checks, or a thread starved of CPU), or a worker that died.",
+    [],
+    () => [[{}, dispatcher.transformWorkersReplaced]],
+  );
+  counter(
     'intake_delivery_claims_shed_total',
     "Rounds in which this node's delivery worker claimed nothing because intake was near one of its bounds.",
     [],
@@ -227,7 +233,7 @@ export interface WatchedParts {
   signIn: Pick<SignIn, 'failures'>;
   readLimits: Pick<ReadLimits, 'streams'>;
   retention: Pick<RetentionJob, 'purged' | 'runs'>;
-  dispatcher: Pick<DeliveryDispatcher, 'counts' | 'inFlightCount'>;
+  dispatcher: Pick<DeliveryDispatcher, 'counts' | 'inFlightCount' | 'transformWorkersReplaced'>;
 }
 
 /** Due deliveries counted at most per scrape: the count reads no more index entries than this. */

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -14,9 +14,13 @@ export type { TransformRun } from './protocol.js';
  * loop: each worker runs one task at a time, the rest wait in a bounded queue. A task is one
  * run in a fresh context (`run`, `check`), or a batch of one owner's runs in its warm
  * contexts (`runMany`: deliveries), one message each way for the batch. A task past
- * the wall-clock bound (built-in calls that outrun the CPU limit's checks, see sandbox.ts)
- * gets its worker terminated; the next task that needs a worker starts a new one (about
- * 60 ms: the thread and QuickJS's module).
+ * its bound (built-in calls that outrun the CPU limit's checks, see sandbox.ts) gets its
+ * worker terminated; the next task that needs a worker starts a new one (about 60 ms: the
+ * thread and QuickJS's module). The bound counts the worker thread's CPU time where Linux
+ * gives it (/proc/self/task/ID/schedstat): the workers run at a lower priority than
+ * intake's threads, and on a busy machine a run may wait for the CPU far longer than it
+ * runs. A thread that gets no CPU at all is stopped after STARVED_FACTOR times the bound.
+ * A batch's time, charged to its company (delivery-rules.ts), is that CPU time too.
  *
  * Workers start when the first tasks come and stay; idle, they do not keep the process alive.
  */
@@ -30,9 +34,16 @@ export interface TransformPoolOptions {
   memoryMb?: number;
   /** Tasks waiting for a worker; one more is refused (default 1000). */
   maxQueue?: number;
-  /** Wall-clock time a task may hold a worker before the worker is stopped (default 4 × cpuMs + 300 ms). */
+  /** Time a task may hold a worker before the worker is stopped, its thread's CPU time where there is one (default 4 × cpuMs + 300 ms). */
   wallMs?: number;
+  /** Reads a worker thread's CPU time, ms, by its kernel id; null where it cannot (tests freeze it). */
+  threadCpuMs?: (threadId: number) => number | null;
 }
+
+/** A task whose thread got less CPU than its bound is still stopped once the wall clock passes this many times the bound. */
+const STARVED_FACTOR = 20;
+/** How long, at least, before a task under its CPU bound is looked at again. */
+const RECHECK_MS = 20;
 
 /** `run` or `check` refused: the queue holds maxQueue tasks already. */
 export class TransformQueueFull extends Error {
@@ -67,7 +78,8 @@ export interface TransformPoolStats {
 
 interface Pending {
   task: WorkerTask;
-  answer(reply: WorkerReply): void;
+  /** `cpuMs`: the worker thread's CPU time from the task's start to its reply, null where unknown. */
+  answer(reply: WorkerReply, cpuMs: number | null): void;
   /** The worker could not answer: the pool says why, as the task's outcome; `finished` is how many of a batch's runs it had finished. */
   lost(message: string, finished: number): void;
   fail(error: Error): void;
@@ -78,8 +90,13 @@ interface Slot {
   /** The worker's count of its batch's finished runs (protocol.ts). */
   progress: Int32Array;
   ready: boolean;
+  /** The worker thread's kernel id, once it is ready (null: not Linux). */
+  threadId: number | null;
   running?: Pending;
   timer?: NodeJS.Timeout;
+  /** When the running task was posted, on the wall clock and on its thread's CPU clock. */
+  startedAt: number;
+  cpuAtStart: number | null;
 }
 
 /** Worker threads running transformations, one task each at a time, the rest queued. */
@@ -88,6 +105,7 @@ export class TransformPool {
   private readonly limits: SandboxLimits;
   private readonly maxQueue: number;
   private readonly wallMs: number;
+  private readonly threadCpuMs: (threadId: number) => number | null;
   private readonly slots = new Set<Slot>();
   private readonly waiting: Pending[] = [];
   private nextId = 1;
@@ -100,6 +118,7 @@ export class TransformPool {
     this.limits = { cpuMs, memoryMb: options.memoryMb ?? 32 };
     this.maxQueue = options.maxQueue ?? 1000;
     this.wallMs = options.wallMs ?? cpuMs * 4 + 300;
+    this.threadCpuMs = options.threadCpuMs ?? schedstatCpuMs;
   }
 
   /**
@@ -127,8 +146,12 @@ export class TransformPool {
     return new Promise((resolve, reject) =>
       this.submit({
         task: { kind: 'runs', id: this.nextId++, owner, runs, budgetMs },
-        answer: (reply) =>
-          resolve(reply.kind === 'outcomes' ? { outcomes: reply.outcomes, usedMs: reply.usedMs } : { outcomes: runs.map(() => failed('the worker answered out of turn')), usedMs: 0 }),
+        answer: (reply, cpuMs) =>
+          resolve(
+            reply.kind === 'outcomes'
+              ? { outcomes: reply.outcomes, usedMs: cpuMs ?? reply.usedMs }
+              : { outcomes: runs.map(() => failed('the worker answered out of turn')), usedMs: 0 },
+          ),
         // The runs it had finished are lost with it, but sent nothing: they are run again.
         lost: (message, finished) =>
           resolve({ outcomes: runs.map((_, index) => (index === finished ? failed(message) : null)), usedMs: budgetMs + this.wallMs }),
@@ -191,10 +214,19 @@ export class TransformPool {
     slot.running = pending;
     Atomics.store(slot.progress, PROGRESS_SLOT, 0);
     slot.worker.ref();
+    slot.startedAt = performance.now();
+    slot.cpuAtStart = slot.threadId === null ? null : this.threadCpuMs(slot.threadId);
     slot.worker.postMessage(pending.task);
     // A batch starts no run past its budget, and each run is bounded as a single one is.
-    const wallMs = pending.task.kind === 'runs' ? pending.task.budgetMs + this.wallMs : this.wallMs;
-    slot.timer = setTimeout(() => this.overran(slot, wallMs), wallMs);
+    const boundMs = pending.task.kind === 'runs' ? pending.task.budgetMs + this.wallMs : this.wallMs;
+    slot.timer = setTimeout(() => this.overran(slot, boundMs), boundMs);
+  }
+
+  /** The running task's CPU time so far, null where the thread's clock cannot be read. */
+  private cpuSinceStart(slot: Slot): number | null {
+    if (slot.threadId === null || slot.cpuAtStart === null) return null;
+    const now = this.threadCpuMs(slot.threadId);
+    return now === null ? null : Math.max(0, now - slot.cpuAtStart);
   }
 
   private spawn(): void {
@@ -205,7 +237,7 @@ export class TransformPool {
       // sandbox's memory; QuickJS's heap is in the module's memory, outside this bound.
       resourceLimits: { maxOldGenerationSizeMb: 64 + 4 * this.limits.memoryMb, stackSizeMb: 4 },
     });
-    const slot: Slot = { worker, progress: new Int32Array(progress), ready: false };
+    const slot: Slot = { worker, progress: new Int32Array(progress), ready: false, threadId: null, startedAt: 0, cpuAtStart: null };
     this.slots.add(slot);
     worker.on('message', (reply: WorkerReply) => this.settle(slot, reply));
     // The code names the cause (ERR_WORKER_OUT_OF_MEMORY, say) without the service's own text.
@@ -216,24 +248,39 @@ export class TransformPool {
   private settle(slot: Slot, reply: WorkerReply): void {
     if (reply.kind === 'ready') {
       slot.ready = true;
+      slot.threadId = reply.threadId;
     } else if (slot.running?.task.id === reply.id) {
       clearTimeout(slot.timer);
       const done = slot.running;
       slot.running = undefined;
-      done.answer(reply);
+      done.answer(reply, this.cpuSinceStart(slot));
     }
     this.pump();
     if (slot.running === undefined) slot.worker.unref();
   }
 
-  private overran(slot: Slot, wallMs: number): void {
+  /**
+   * The task's bound has passed on the wall clock: its worker is stopped if its thread used
+   * that much CPU (or its CPU time cannot be read), or if it waited STARVED_FACTOR times
+   * that long; else it is looked at again when it could have used the rest.
+   */
+  private overran(slot: Slot, boundMs: number): void {
     const pending = slot.running;
     if (pending === undefined || !this.slots.has(slot)) return;
+    const cpuMs = this.cpuSinceStart(slot);
+    const waitedMs = performance.now() - slot.startedAt;
+    const starved = waitedMs >= boundMs * STARVED_FACTOR;
+    if (cpuMs !== null && cpuMs < boundMs && !starved) {
+      const recheckMs = Math.max(RECHECK_MS, Math.min(boundMs - cpuMs, boundMs * STARVED_FACTOR - waitedMs));
+      slot.timer = setTimeout(() => this.overran(slot, boundMs), recheckMs);
+      return;
+    }
     this.slots.delete(slot);
     this.replaced++;
     const finished = Atomics.load(slot.progress, PROGRESS_SLOT);
     void slot.worker.terminate();
-    pending.lost(`the transform ran for more than ${wallMs} ms (wall clock) and was stopped`, finished);
+    const why = cpuMs === null ? `${boundMs} ms (wall clock)` : starved && cpuMs < boundMs ? `${Math.round(waitedMs)} ms (wall clock) with little CPU` : `${boundMs} ms of CPU time`;
+    pending.lost(`the transform ran for more than ${why} and was stopped`, finished);
     this.pump();
   }
 
@@ -262,4 +309,18 @@ function workerScript(): URL {
   const beside = new URL('./worker.js', import.meta.url);
   if (existsSync(fileURLToPath(beside))) return beside;
   return new URL('../../../dist/destinations/transform/worker.js', import.meta.url);
+}
+
+/**
+ * A thread's CPU time, ms, from /proc/self/task/ID/schedstat (its first field, in
+ * nanoseconds: the scheduler's own count, brought up to date at least every tick); null
+ * where there is none.
+ */
+function schedstatCpuMs(threadId: number): number | null {
+  try {
+    const nanoseconds = Number(readFileSync(`/proc/self/task/${threadId}/schedstat`, 'latin1').split(' ')[0]);
+    return Number.isFinite(nanoseconds) ? nanoseconds / 1e6 : null;
+  } catch {
+    return null;
+  }
 }

@@ -19,7 +19,8 @@ export type WorkerTask =
 
 /** What a worker thread posts back: `ready` once its sandbox is loaded, then one reply per task. */
 export type WorkerReply =
-  | { kind: 'ready' }
+  /** `threadId`: the worker thread's id in the kernel (Linux), so the pool can read its CPU time; null elsewhere. */
+  | { kind: 'ready'; threadId: number | null }
   | { kind: 'outcome'; id: number; outcome: TransformOutcome }
   | { kind: 'outcomes'; id: number; outcomes: Array<TransformOutcome | null>; usedMs: number }
   | { kind: 'checked'; id: number; problem: string | null };

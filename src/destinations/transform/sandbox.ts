@@ -412,9 +412,14 @@ function lineOf(stack: string): string {
   return match[2] === undefined ? ` (line ${match[1]})` : ` (line ${match[1]}, column ${match[2]})`;
 }
 
-/** The hard bound of a run's wall time, past which it stops whatever its CPU time (below the pool's, which replaces the worker). */
+/**
+ * The hard bound of a run's wall time, past which it stops whatever its CPU time: far above
+ * the limit, because the worker thread runs at a lower priority than intake's own and on a
+ * busy machine waits for the CPU; below the pool's bound for a thread that gets none, which
+ * replaces the worker.
+ */
 function hardWallMs(cpuMs: number): number {
-  return cpuMs * 4 + 200;
+  return cpuMs * 40 + 2000;
 }
 
 /** How often, at most, a run past its wall time reads its thread's CPU time. */
