@@ -27,18 +27,29 @@ test('create with --source, edit the source, then rotate the secrets key', async
   const plain = (await runCliJson(['integration', 'create', '--company', String(company.id), '--name', 'Plain'], env)).json;
   expect(Object.keys(plain).sort()).toEqual(['api_key', 'id', 'integration_key', 'webhook_url']);
 
+  // Stripe shows its secret only once the endpoint exists: the address comes first, the secret later.
   const stripe = await runCli(['integration', 'create', '--company', String(company.id), '--name', 'Stripe', '--source', 'stripe'], env);
-  expect(stripe.code).toBe(1);
-  expect(stripe.stderr).toMatch(/^intake: A stripe source needs the signing secret/);
+  expect(stripe.code).toBe(0);
+  expect(stripe.stdout).toMatch(/^awaiting_secret: true$/m);
+  const stripeId = /^id: (int_\S+)$/m.exec(stripe.stdout)![1]!;
+  expect(stripe.stdout).toContain(`intake integration edit --integration ${stripeId} --source stripe --secret <secret>`);
+  const pasted = (
+    await runCliJson(['integration', 'edit', '--integration', stripeId, '--source', 'stripe', '--secret', `whsec_${'a1'.repeat(16)}`], env)
+  ).json;
+  expect(pasted).toMatchObject({ id: stripeId, source_type: 'stripe', source_secret_id: expect.stringMatching(/^sec_/) });
+  expect(pasted).not.toHaveProperty('awaiting_secret');
+  const badSecret = await runCli(['integration', 'edit', '--integration', stripeId, '--source', 'stripe', '--secret', 'not-a-stripe-secret'], env);
+  expect(badSecret.code).toBe(1);
+  expect(badSecret.stderr).toMatch(/^intake: /);
 
   const edited = (await runCliJson(['integration', 'edit', '--integration', String(github.id), '--source', 'hmac', '--source-config', '{"prefix":"sha256="}'], env)).json;
   expect(edited).toMatchObject({ id: github.id, source_type: 'hmac', source_secret: expect.any(String) });
 
   const newKey = newSecretsKey();
   const rotated = (await runCliJson(['secrets', 'rotate'], { ...env, INTAKE_SECRETS_KEY: `${newKey},${TEST_SECRETS_KEY}` })).json;
-  expect(rotated).toMatchObject({ sealed_values: 2, resealed: 2 });
+  expect(rotated).toMatchObject({ sealed_values: 3, resealed: 3 });
   const again = (await runCliJson(['secrets', 'rotate'], { ...env, INTAKE_SECRETS_KEY: `${newKey},${TEST_SECRETS_KEY}` })).json;
-  expect(again).toMatchObject({ sealed_values: 2, resealed: 0 });
+  expect(again).toMatchObject({ sealed_values: 3, resealed: 0 });
 
   // The old key can go: the new one alone opens every stored secret, and it opens the generated one as shown.
   const store = openStore(databaseUrl, { poolSize: 1 });

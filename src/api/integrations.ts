@@ -5,7 +5,7 @@ import { AppError } from '../errors.js';
 import type { Integration } from '../store/store.js';
 import { managementFor, noContent, principalOf, type ApiDeps } from './context.js';
 import { IntegrationKeyScopes } from './keys.js';
-import { presentSource, SourceBody, SourceSchema } from './source-schemas.js';
+import { AwaitingSecret, presentSource, SourceBody, SourceSchema } from './source-schemas.js';
 import { ERROR_RESPONSES, Id, NullableInteger, Page, PageQuery, Timestamp, iso, pageOf } from './schemas.js';
 
 const MAX_BODY_LIMIT = 16 * 1024 * 1024;
@@ -93,6 +93,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
             key_id: Id('key'),
             source_secret_id: Type.Optional(Id('sec')),
             source_secret: Type.Optional(Type.String({ description: 'Shown once, when intake generated the signing secret: give it to the sender now.' })),
+            awaiting_secret: Type.Optional(AwaitingSecret),
           }),
           ...ERROR_RESPONSES,
         },
@@ -116,6 +117,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
         key_id: created.keyId,
         ...(created.sourceSecretId !== undefined && { source_secret_id: created.sourceSecretId }),
         ...(created.sourceSecret !== undefined && { source_secret: created.sourceSecret }),
+        ...(created.integration.source.type !== 'api_key' && { awaiting_secret: created.awaitingSecret }),
       });
     },
   );

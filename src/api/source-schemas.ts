@@ -47,12 +47,16 @@ export const SourceBody = Type.Object(
     // No maxLength here: the settings' check says what is too long, naming the field.
     secret: Type.Optional(
       Type.String({
-        description: `The signing secret the provider shows you (Stripe, Shopify, Slack, Twilio need it), at most ${MAX_SECRET_LENGTH} characters. Absent: intake generates one, shown once.`,
+        description: `The signing secret the provider shows you (Stripe, Shopify, Slack, Twilio issue their own), at most ${MAX_SECRET_LENGTH} characters. Absent: intake generates one, shown once; or, for a provider that issues its own, the source waits for it (awaiting_secret).`,
       }),
     ),
   },
   { additionalProperties: false },
 );
+
+export const AwaitingSecret = Type.Boolean({
+  description: 'True while the source has no signing secret (a provider that shows its secret only once the endpoint exists): signed requests get 401 saying so until one is added.',
+});
 
 export const SourceSchema = Type.Object({
   type: SourceTypeSchema,

@@ -7,7 +7,7 @@ import { PROVIDERS, providerFor } from '../sources/providers/index.js';
 import { DEFAULT_SECRET_OVERLAP_SECONDS } from '../services/management.js';
 import { managementFor, noContent, principalOf, type ApiDeps } from './context.js';
 import { IntegrationSchema, presentIntegration } from './integrations.js';
-import { SourceBody, SourceTypeSchema } from './source-schemas.js';
+import { AwaitingSecret, SourceBody, SourceTypeSchema } from './source-schemas.js';
 import { ERROR_RESPONSES, Id, NullableTimestamp, Timestamp, iso } from './schemas.js';
 
 const SecretSchema = Type.Object({ id: Id('sec'), created_at: Timestamp, expires_at: NullableTimestamp });
@@ -63,6 +63,8 @@ export async function sourceRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
         summary: "Set an integration's source",
         description:
           'A new provider type, or a secret sent, replaces the signing secrets at once; the same type with other settings keeps them. ' +
+          'A provider that issues its own secret (Stripe, Shopify, Slack, Twilio) may be chosen without it: the source waits for it ' +
+          '(awaiting_secret) and refuses signed requests until it is added with POST …/source-secrets. ' +
           'The API key keeps working whatever the type. Takes effect on every node within a second.',
         params: IntegrationParams,
         body: SourceBody,
@@ -71,6 +73,7 @@ export async function sourceRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
             integration: IntegrationSchema,
             source_secret_id: Type.Optional(Id('sec')),
             source_secret: Type.Optional(GeneratedSecret),
+            awaiting_secret: Type.Optional(AwaitingSecret),
           }),
           ...ERROR_RESPONSES,
         },
@@ -85,6 +88,7 @@ export async function sourceRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
         integration: presentIntegration(deps, changed.integration, last.get(changed.integration.id) ?? null),
         ...(changed.sourceSecretId !== undefined && { source_secret_id: changed.sourceSecretId }),
         ...(changed.sourceSecret !== undefined && { source_secret: changed.sourceSecret }),
+        ...(changed.integration.source.type !== 'api_key' && { awaiting_secret: changed.awaitingSecret }),
       };
     },
   );
@@ -118,7 +122,8 @@ export async function sourceRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
         tags,
         summary: "Rotate a source's signing secret",
         description:
-          'Adds a secret (pasted, or generated where the sender takes ours); the previous ones keep verifying for previous_expires_in_seconds ' +
+          'Adds a secret (pasted, or generated where the sender takes ours): the first one of a source waiting for its secret, or a new one; ' +
+          'the previous ones keep verifying for previous_expires_in_seconds ' +
           '(0 to 7 days, default 24 h), so the sender can move over without a refused webhook.',
         params: IntegrationParams,
         body: Type.Object(
@@ -211,7 +216,9 @@ export async function sourceRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
       deps.keyCache.invalidate();
       const route = await deps.keyCache.findIntegration(integration.integrationKey);
       const newest = route?.source?.secrets.find((secret) => secret.expiresAt === null || secret.expiresAt > Date.now());
-      if (!route?.source || !newest) throw new AppError('conflict', 'This source has no live signing secret: rotate to add one.');
+      if (!route?.source || !newest) {
+        throw new AppError('conflict', 'This source is waiting for its signing secret: add it (POST …/source-secrets), then send a test.');
+      }
       const path = `/api/webhooks/${integration.integrationKey}`;
       const provider = providerFor(route.source.type);
       const sample = provider.sample(deps.secrets.open(newest.sealed), route.source.config, `${deps.config.baseUrl}${path}`, Date.now());

@@ -44,9 +44,12 @@ export function registerIntegrationCommands(program: Command): void {
               // Only when asked for: without --source the answer is the contract's four fields.
               ...(options.source !== undefined && { source_type: created.integration.source.type }),
               ...(created.sourceSecret !== undefined && { source_secret: created.sourceSecret }),
+              ...(created.awaitingSecret && { awaiting_secret: true }),
             },
             options,
-            created.sourceSecret === undefined ? SHOWN_ONCE : SECRETS_SHOWN_ONCE,
+            [created.sourceSecret === undefined ? SHOWN_ONCE : SECRETS_SHOWN_ONCE, created.awaitingSecret && awaitingNote(created.integration)]
+              .filter(Boolean)
+              .join('\n'),
           );
         }),
     );
@@ -69,9 +72,14 @@ export function registerIntegrationCommands(program: Command): void {
             source_type: changed.integration.source.type,
             ...(changed.sourceSecretId !== undefined && { source_secret_id: changed.sourceSecretId }),
             ...(changed.sourceSecret !== undefined && { source_secret: changed.sourceSecret }),
+            ...(changed.awaitingSecret && { awaiting_secret: true }),
           },
           options,
-          changed.sourceSecret === undefined ? undefined : 'The signing secret is shown only this once: give it to the sender now.',
+          changed.awaitingSecret
+            ? awaitingNote(changed.integration)
+            : changed.sourceSecret === undefined
+              ? undefined
+              : 'The signing secret is shown only this once: give it to the sender now.',
         );
       }),
     );
@@ -98,6 +106,15 @@ interface SourceOptions {
 }
 
 const SECRETS_SHOWN_ONCE = 'The API key and the signing secret are shown only this once: store them now.';
+
+/** What to do next for a source that waits for the secret its provider will show (Stripe shows it once the endpoint exists). */
+function awaitingNote(integration: { id: string; source: { type: string } }): string {
+  const type = integration.source.type;
+  return (
+    `Give ${type} the webhook address, then paste the signing secret it shows: ` +
+    `intake integration edit --integration ${integration.id} --source ${type} --secret <secret>. Until then its signed webhooks get 401.`
+  );
+}
 
 function sourceInput(options: SourceOptions): SourceInput | undefined {
   if (options.source === undefined) {

@@ -12,7 +12,7 @@ import { isId, newId, newIntegrationKey, newSequencedId } from '../domain/ids.js
 import { DEFAULT_PASSWORD_HASH_COST, MIN_PASSWORD_LENGTH, hashPassword } from '../domain/password.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { AppError } from '../errors.js';
-import { prepareSecret, validSource, type SourceInput } from '../sources/settings.js';
+import { prepareFirstSecret, prepareSecret, validSource, type SourceInput } from '../sources/settings.js';
 import {
   DEFAULT_RETENTION_DAYS,
   MAX_RETENTION_DAYS,
@@ -141,7 +141,7 @@ export class Management {
     await this.requireCompany(companyId);
     const now = this.now();
     const source = validSource(input.source ?? { type: 'api_key' });
-    const secret = source.type === 'api_key' ? undefined : prepareSecret(source.type, input.source?.secret, this.box(), now);
+    const secret = source.type === 'api_key' ? undefined : prepareFirstSecret(source.type, input.source?.secret, this.box(), now);
     const integration: Integration = {
       id: newSequencedId('int', now),
       companyId,
@@ -182,13 +182,16 @@ export class Management {
       webhookUrl: this.webhookUrl(integration.integrationKey),
       sourceSecretId: secret?.row.id,
       sourceSecret: secret?.generated,
+      awaitingSecret: source.type !== 'api_key' && secret === undefined,
     };
   }
 
   /**
    * Sets how the integration's address proves its requests. A new provider type, or a
    * secret given, replaces the secrets at once (the old provider's secrets mean nothing to
-   * the new one); the same type with new settings keeps them. `api_key` ends them all.
+   * the new one); the same type with new settings keeps them. `api_key` ends them all. A
+   * provider that issues its own secret may be chosen without it: the source then waits for
+   * it (`awaitingSecret`), as a new integration's may.
    */
   async setSource(companyId: string, integrationId: string, input: SourceInput) {
     const before = await this.store.getIntegration(companyId, integrationId);
@@ -196,17 +199,19 @@ export class Management {
     const now = this.now();
     const source = validSource(input);
     const replaced = source.type !== before.source.type || (input.secret !== undefined && input.secret !== '');
-    const secret = source.type === 'api_key' || !replaced ? undefined : prepareSecret(source.type, input.secret, this.box(), now);
+    const secret = source.type === 'api_key' || !replaced ? undefined : prepareFirstSecret(source.type, input.secret, this.box(), now);
     const updated = await this.store.updateIntegration(
       companyId,
       integrationId,
       { source },
       now,
       this.audit('integration.source', 'integration', integrationId, { ...(secret && { after: { sourceSecretId: secret.row.id } }) }),
-      source.type === 'api_key' || secret ? { add: secret?.row ?? null, othersExpireAt: now } : undefined,
+      source.type === 'api_key' || replaced ? { add: secret?.row ?? null, othersExpireAt: now } : undefined,
     );
     if (!updated) throw notFound('integration', integrationId);
-    return { integration: updated.after, sourceSecretId: secret?.row.id, sourceSecret: secret?.generated };
+    const awaitingSecret =
+      source.type !== 'api_key' && secret === undefined && (replaced || (await this.store.listSourceSecrets(companyId, integrationId, now)).length === 0);
+    return { integration: updated.after, sourceSecretId: secret?.row.id, sourceSecret: secret?.generated, awaitingSecret };
   }
 
   /** A new signing secret; the others keep verifying for `overlapSeconds` (0 to 7 days), so senders can move over. */

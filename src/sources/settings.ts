@@ -25,7 +25,7 @@ export interface SourceInput {
     username?: string;
     parameter?: string;
   };
-  /** Pasted from the provider; absent: generated where the provider takes ours. */
+  /** Pasted from the provider; absent: generated where the provider takes ours, or waited for where it issues its own. */
   secret?: string;
 }
 
@@ -98,6 +98,17 @@ export function prepareSecret(type: ProviderType, secret: string | undefined, bo
   const problem = secret.length > MAX_SECRET_LENGTH ? `The secret must be at most ${MAX_SECRET_LENGTH} characters.` : provider.checkSecret(secret);
   if (problem) throw new AppError('invalid_request', problem, { field: 'secret' });
   return { row: sealed(secret, box, now), generated: undefined };
+}
+
+/**
+ * The first secret of a source being set up: as prepareSecret, except that a provider which
+ * issues its own secret (Stripe shows it only once the endpoint exists, with our address)
+ * may go without one for now. Undefined then: the source waits for it, and refuses signed
+ * requests with that reason until it is pasted (POST …/source-secrets).
+ */
+export function prepareFirstSecret(type: ProviderType, secret: string | undefined, box: SecretBox, now: number): PreparedSecret | undefined {
+  if ((secret === undefined || secret === '') && !providerFor(type).generatesSecret) return undefined;
+  return prepareSecret(type, secret, box, now);
 }
 
 function sealed(secret: string, box: SecretBox, now: number): NewSourceSecret {

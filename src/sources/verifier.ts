@@ -57,7 +57,11 @@ export class SourceVerifier {
   checkHeaders(source: RouteSource, request: Omit<SignedRequest, 'rawBody'>): void {
     if (liveSecrets(source, request.now).length === 0) {
       this.onRefusal(source.type, 'no_live_secret');
-      throw new SignatureRefused({ code: 'invalid_signature', reason: 'this source has no live signing secret: add one in the panel' }, source);
+      // A source created before its provider showed the secret (Stripe's order): say what is missing, not "does not match".
+      throw new SignatureRefused(
+        { code: 'invalid_signature', reason: `this source is waiting for its signing secret: paste the one ${source.type} gives you in the integration's Source section` },
+        source,
+      );
     }
     const refusal = providerFor(source.type).checkHeaders(request, source.config);
     if (refusal) throw this.refused(refusal, source);

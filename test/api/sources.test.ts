@@ -188,11 +188,70 @@ describe('stripe', () => {
     tenant = await t.newTenant({ source: { type: 'stripe', secret } });
   });
 
-  test('a secret must be pasted: Stripe issues it', async () => {
-    const company = (await t.management.createCompany('Pasteless')).id;
-    await expect(t.management.createIntegration(company, { name: 'x', source: { type: 'stripe' } })).rejects.toMatchObject({
-      code: 'invalid_request',
+  test("created before Stripe shows its secret: the address first, signed webhooks refused saying why, then the pasted secret verifies", async () => {
+    const company = (await t.management.createCompany('Address first')).id;
+    const headers = (await member(t, company, 'owner')).change;
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/integrations',
+      headers,
+      payload: { name: 'Payments', source: { type: 'stripe' } },
     });
+    expect(created.statusCode).toBe(201);
+    const answer = created.json() as { integration: { id: string; integration_key: string; webhook_url: string }; awaiting_secret: boolean };
+    expect(answer).toMatchObject({ awaiting_secret: true, integration: { webhook_url: expect.stringContaining(answer.integration.integration_key) } });
+    expect(answer).not.toHaveProperty('source_secret');
+    const id = answer.integration.id;
+    const secretsPath = `/api/v1/integrations/${id}/source-secrets`;
+    expect((await t.app.inject({ method: 'GET', url: secretsPath, headers })).json()).toEqual({ data: [] });
+
+    // Stripe's first event, signed with the secret intake has not been given yet: refused, and the answer says why.
+    const pasted = `whsec_${randomBytes(24).toString('hex')}`;
+    const send = () => {
+      const body = JSON.stringify({ id: `evt_${randomUUID()}`, object: 'event', type: 'checkout.session.completed', data: { object: {} } });
+      return sendWebhook(t.app, answer.integration.integration_key, { body, headers: stripeHeaders(pasted, body) });
+    };
+    const early = await send();
+    expect(early.statusCode).toBe(401);
+    expect(early.json()).toMatchObject({
+      error: 'Invalid signature',
+      message: expect.stringMatching(/^This source is waiting for its signing secret: paste the one stripe gives you/),
+    });
+    const test1 = await t.app.inject({ method: 'POST', url: `/api/v1/integrations/${id}/source-test`, headers });
+    expect(test1.statusCode).toBe(409);
+    expect(test1.json()).toMatchObject({ error: expect.any(String), message: expect.stringMatching(/waiting for its signing secret/) });
+
+    // Pasted: the secret Stripe signs with verifies at once, and the test goes through.
+    const added = await t.app.inject({ method: 'POST', url: secretsPath, headers, payload: { secret: pasted, previous_expires_in_seconds: 0 } });
+    expect(added.statusCode).toBe(201);
+    expect(added.json()).not.toHaveProperty('source_secret');
+    expect((await send()).statusCode).toBe(202);
+    const test2 = await t.app.inject({ method: 'POST', url: `/api/v1/integrations/${id}/source-test`, headers });
+    expect(test2.json()).toMatchObject({ status: 202 });
+
+    // Changing to another provider that issues its own secret, without it: waiting again, the old secret ended.
+    const changed = await t.app.inject({ method: 'PUT', url: `/api/v1/integrations/${id}/source`, headers, payload: { type: 'shopify' } });
+    expect(changed.statusCode).toBe(200);
+    expect(changed.json()).toMatchObject({ awaiting_secret: true, integration: { source: { type: 'shopify' } } });
+    expect((await t.app.inject({ method: 'GET', url: secretsPath, headers })).json()).toEqual({ data: [] });
+    // The same type again without a secret: still waiting, and said so; with its secret: no longer.
+    const same = await t.app.inject({ method: 'PUT', url: `/api/v1/integrations/${id}/source`, headers, payload: { type: 'shopify' } });
+    expect(same.json()).toMatchObject({ awaiting_secret: true });
+    const given = await t.app.inject({
+      method: 'PUT',
+      url: `/api/v1/integrations/${id}/source`,
+      headers,
+      payload: { type: 'shopify', secret: 'shpss_abc123def456ghi789' },
+    });
+    expect(given.json()).toMatchObject({ awaiting_secret: false, source_secret_id: expect.stringMatching(/^sec_/) });
+    // A provider that takes ours still gets one generated; an api_key source says nothing of secrets.
+    const github = await t.app.inject({ method: 'PUT', url: `/api/v1/integrations/${id}/source`, headers, payload: { type: 'github' } });
+    expect(github.json()).toMatchObject({ awaiting_secret: false, source_secret: expect.any(String) });
+    const plain = await t.app.inject({ method: 'PUT', url: `/api/v1/integrations/${id}/source`, headers, payload: { type: 'api_key' } });
+    expect(plain.json()).not.toHaveProperty('awaiting_secret');
+    // Rotating still needs the secret pasted where the provider issues it.
+    const waiting = await t.management.createIntegration(company, { name: 'Waiting', source: { type: 'stripe' } });
+    await expect(t.management.rotateSourceSecret(company, waiting.integration.id, undefined)).rejects.toMatchObject({ code: 'invalid_request' });
   });
 
   test("Stripe's own test header is accepted; event from type, delivery from id; a retry is a replay", async () => {

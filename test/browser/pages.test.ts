@@ -97,6 +97,26 @@ describe('the panel pages', { timeout: 120_000 }, () => {
     const keyDialog = page.getByRole('dialog', { name: 'Your new API key' });
     await keyDialog.getByText('This key will not be shown again').waitFor();
     if (SCREENSHOTS) await page.screenshot({ path: join(ROOT, SCREENSHOTS, 'new-key.png') });
+    await keyDialog.getByRole('button', { name: 'I have copied the key' }).click();
+
+    // A provider source made in its provider's order: the address first, the secret Stripe shows later.
+    for (const [width, name] of [[1280, 'new-stripe-source'], [390, 'phone-new-stripe-source']] as const) {
+      await page.setViewportSize({ width, height: width === 1280 ? 800 : 844 });
+      await page.goto('/admin/integrations');
+      await settled(page, /integrations/i);
+      await page.getByRole('button', { name: 'Create integration' }).first().click();
+      const form = page.getByRole('dialog', { name: 'Create integration' });
+      await form.getByLabel('Name').fill(`Checkout ${width}`);
+      await form.getByLabel('Source').selectOption({ label: 'Stripe' });
+      await form.getByRole('button', { name: 'Create integration' }).click();
+      const connect = page.getByRole('dialog', { name: 'Connect Stripe' });
+      await connect.getByRole('button', { name: 'Save secret' }).waitFor();
+      expect(await connect.evaluate((dialog) => dialog.scrollWidth - dialog.clientWidth)).toBeLessThanOrEqual(0);
+      if (SCREENSHOTS) await page.screenshot({ path: join(ROOT, SCREENSHOTS, `${name}.png`) });
+      await connect.getByRole('button', { name: 'Done' }).click();
+      await page.getByRole('heading', { level: 1, name: `Checkout ${width}` }).waitFor();
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
     expectClean(problems, refusals);
     await context.close();
   });

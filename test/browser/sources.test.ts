@@ -1,13 +1,15 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
+import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { expectClean, launchChromium, openTab, type Refusal, seedUser, signInThroughPanel, startPanelServer } from '../support/browser.js';
+import { expectClean, launchChromium, openTab, type Refusal, seedUser, SIGNED_OUT_CHECK, signInThroughPanel, startPanelServer } from '../support/browser.js';
 import { cleanupAll, type ServerProcess } from '../support/processes.js';
 
 /**
  * Sources in the panel: an integration created with a provider's signature as a second way
  * in, that provider's setup steps, a signed test sent from the page, a badly signed request
- * refused with its reason in words, and a generated secret shown once and rotated.
+ * refused with its reason in words, a generated secret shown once and rotated, and a Stripe
+ * source made in Stripe's own order (the address first, the secret once Stripe shows it).
  */
 
 let browser: Browser;
@@ -40,7 +42,7 @@ async function createIntegration(page: Page, name: string, source: string, secre
   await dialog.getByLabel('Source').selectOption({ label: source });
   if (secret !== undefined) await dialog.getByLabel('Signing secret').fill(secret);
   await dialog.getByRole('button', { name: 'Create integration' }).click();
-  await page.getByRole('dialog', { name: 'Your new API key' }).waitFor();
+  await page.getByRole('dialog', { name: `Connect ${source}` }).waitFor();
 }
 
 /** The value of a copy field in `scope`, by its label. */
@@ -69,7 +71,7 @@ async function sendGitHub(url: string, secret: string): Promise<number> {
 describe('sources in the panel', { timeout: 120_000 }, () => {
   test('a Stripe source: setup steps, a signed test accepted and stored, a bad signature refused with its reason', async () => {
     const { page, problems, refusals, close } = await signedInTab();
-    // Stripe issues its secrets (whsec_ and letters and digits): it is pasted, so required.
+    // Stripe issues its secrets (whsec_ and letters and digits): pasted, now or once Stripe shows it.
     const pasted = `whsec_${randomBytes(32).toString('base64').replace(/[^A-Za-z0-9]/g, '')}`;
     await page.goto('/admin/integrations');
     await page.getByRole('button', { name: 'Create your first integration' }).click();
@@ -78,15 +80,21 @@ describe('sources in the panel', { timeout: 120_000 }, () => {
     const secretField = form.getByLabel('Signing secret');
     expect(await secretField.getAttribute('type')).toBe('password');
     expect(await secretField.getAttribute('placeholder')).toBe('whsec_…');
-    await expect.poll(() => secretField.getAttribute('required')).not.toBeNull();
+    await expect.poll(() => form.locator('.field-hint', { hasText: 'Leave empty to get the address first' }).count()).toBe(1);
+    expect(await secretField.getAttribute('required')).toBeNull();
+    // The source comes before the limits, which few change.
+    const order = await form.evaluate((dialog) => [...dialog.querySelectorAll('.field-label')].map((label) => label.textContent));
+    expect(order.indexOf('Source')).toBeLessThan(order.indexOf('Body limit (bytes)'));
+    expect(order.indexOf('Name')).toBeLessThan(order.indexOf('Source'));
     await page.keyboard.press('Escape');
 
     await createIntegration(page, 'Payments', 'Stripe', pasted);
-    const keyDialog = page.getByRole('dialog', { name: 'Your new API key' });
+    const keyDialog = page.getByRole('dialog', { name: 'Connect Stripe' });
     // A pasted secret is not shown back.
-    expect(await keyDialog.getByText('Signing secret', { exact: true }).count()).toBe(0);
-    await keyDialog.getByText('how to set up Stripe').waitFor();
-    await keyDialog.getByRole('button', { name: 'I have copied the key' }).click();
+    await keyDialog.locator('.copy-field', { hasText: 'Webhook address' }).waitFor();
+    expect(await keyDialog.locator('.copy-field', { hasText: 'Signing secret' }).count()).toBe(0);
+    await keyDialog.getByText('The signing secret you pasted verifies Stripe’s webhooks from now on.').waitFor();
+    await keyDialog.getByRole('button', { name: 'Done' }).click();
     await page.getByRole('heading', { name: 'Payments', level: 1 }).waitFor();
     const integrationId = new URL(page.url()).pathname.split('/').pop()!;
 
@@ -162,13 +170,16 @@ describe('sources in the panel', { timeout: 120_000 }, () => {
   test('a GitHub source: the generated secret is shown once, works, and rotates with an overlap', async () => {
     const { page, problems, refusals, close } = await signedInTab();
     await createIntegration(page, 'Repository events', 'GitHub');
-    const keyDialog = page.getByRole('dialog', { name: 'Your new API key' });
+    const keyDialog = page.getByRole('dialog', { name: 'Connect GitHub' });
     await keyDialog.getByText('This signing secret will not be shown again.').waitFor();
     const first = await copyFieldValue(keyDialog, 'Signing secret');
     expect(first.length).toBeGreaterThanOrEqual(32);
     const address = await copyFieldValue(keyDialog, 'Webhook address');
     expect(await sendGitHub(address, first)).toBe(202);
-    await keyDialog.getByRole('button', { name: 'I have copied the key' }).click();
+    // GitHub takes ours: the address, then the secret, then GitHub's page; the API key comes after them.
+    const headings = await keyDialog.locator('h3').allTextContents();
+    expect(headings).toEqual(['Give GitHub this address', 'Its signing secret', 'On GitHub’s side', 'Send a test', 'API key']);
+    await keyDialog.getByRole('button', { name: 'Done' }).click();
     await page.getByRole('heading', { name: 'Repository events', level: 1 }).waitFor();
 
     const source = page.getByRole('region', { name: 'Source', exact: true });
@@ -216,6 +227,92 @@ describe('sources in the panel', { timeout: 120_000 }, () => {
     expect(await sendGitHub(address, second)).toBe(202);
 
     expectClean(problems, refusals);
+    await close();
+  });
+
+  test("a Stripe source in Stripe's order: the address first, webhooks refused saying the secret is awaited, the secret pasted, a test; at 1280 and 390 px", async () => {
+    const stripe = new Stripe('sk_test_unused');
+    for (const width of [1280, 390]) {
+      const { page, problems, refusals, close } = await signedInTab();
+      await page.setViewportSize({ width, height: 844 });
+      const name = `Checkout ${width}`;
+      await page.goto('/admin/integrations');
+      await page.getByRole('button', { name: /^Create (your first )?integration$/ }).first().click();
+      const form = page.getByRole('dialog', { name: 'Create integration' });
+      await form.getByLabel('Name').fill(name);
+      await form.getByLabel('Source').selectOption({ label: 'Stripe' });
+      await form.getByText('Next: the address, how to set up Stripe, where to paste its secret, and a test.').waitFor();
+      await form.getByRole('button', { name: 'Create integration' }).click();
+
+      // The provider's order: the address, Stripe's page, the secret it shows, a test; the API key after.
+      const dialog = page.getByRole('dialog', { name: 'Connect Stripe' });
+      await dialog.waitFor();
+      const headings = await dialog.locator('h3').allTextContents();
+      expect(headings).toEqual(['Give Stripe this address', 'On Stripe’s side', 'Paste the signing secret Stripe shows', 'Send a test', 'API key']);
+      const address = await copyFieldValue(dialog, 'Webhook address');
+      expect(address).toMatch(new RegExp(`^${server.baseUrl}/api/webhooks/[^/?]+$`));
+      await dialog.locator('ol.source-guide').getByText('Developers → Webhooks → Add endpoint').waitFor();
+      expect(await dialog.getByRole('button', { name: 'Send a test' }).isDisabled()).toBe(true);
+      expect(await dialog.evaluate((element) => element.scrollWidth - element.clientWidth)).toBeLessThanOrEqual(0);
+
+      // Stripe, set up with the address, sends its first event before the secret is in intake: refused, saying why.
+      const secret = `whsec_${randomBytes(24).toString('base64').replace(/[^A-Za-z0-9]/g, '')}`;
+      const sendSigned = async () => {
+        const body = JSON.stringify({ id: `evt_${randomUUID()}`, object: 'event', type: 'checkout.session.completed', data: { object: {} } });
+        const header = stripe.webhooks.generateTestHeaderString({ payload: body, secret });
+        const response = await fetch(address, { method: 'POST', headers: { 'content-type': 'application/json', 'stripe-signature': header }, body });
+        return { status: response.status, answer: (await response.json()) as { message?: string } };
+      };
+      const early = await sendSigned();
+      expect(early.status).toBe(401);
+      expect(early.answer.message).toMatch(/^This source is waiting for its signing secret/);
+
+      await dialog.getByLabel('Stripe signing secret').fill(secret);
+      await dialog.getByRole('button', { name: 'Save secret' }).click();
+      await dialog.getByRole('status').filter({ hasText: 'Saved: Stripe’s signed webhooks get in now.' }).waitFor();
+      expect((await sendSigned()).status).toBe(202);
+      await dialog.getByRole('button', { name: 'Send a test' }).click();
+      await dialog.getByRole('status').filter({ hasText: /^Accepted: webhook / }).waitFor();
+      await dialog.getByRole('button', { name: 'Done' }).click();
+      await page.getByRole('heading', { name, level: 1 }).waitFor();
+      const source = page.getByRole('region', { name: 'Source', exact: true });
+      await expect.poll(() => source.locator('.source-secrets-table tbody tr').count()).toBe(1);
+      expect(await source.getByText('waiting for the secret').count()).toBe(0);
+      expectClean(problems, refusals);
+      await close();
+    }
+  });
+
+  test('a source changed to Stripe without its secret waits for it on its page, and takes it there', async () => {
+    const { page, problems, refusals, close } = await signedInTab();
+    await createIntegration(page, 'Later Stripe', 'GitHub');
+    await page.getByRole('dialog', { name: 'Connect GitHub' }).getByRole('button', { name: 'Done' }).click();
+    await page.getByRole('heading', { name: 'Later Stripe', level: 1 }).waitFor();
+    const source = page.getByRole('region', { name: 'Source', exact: true });
+    await source.getByRole('button', { name: 'Change source' }).click();
+    const change = page.getByRole('dialog', { name: 'Change source' });
+    await change.getByLabel('Source').selectOption({ label: 'Stripe' });
+    await change.getByRole('button', { name: 'Change source' }).click();
+    await change.waitFor({ state: 'detached' });
+
+    await source.locator('dl.details').getByText('waiting for the secret').waitFor();
+    await source.getByRole('status').filter({ hasText: 'Waiting for the signing secret.' }).waitFor();
+    expect(await source.getByRole('button', { name: 'Send a test' }).isDisabled()).toBe(true);
+    expect(await source.getByRole('button', { name: 'Rotate secret' }).count()).toBe(0);
+    // A secret in the wrong format is refused with the API's words; nothing is saved.
+    await source.getByLabel('Stripe signing secret').fill('sk_live_not_a_webhook_secret');
+    await source.getByRole('button', { name: 'Save secret' }).click();
+    await source.getByRole('alert').filter({ hasText: 'A Stripe signing secret starts with whsec_' }).waitFor();
+    await source.getByLabel('Stripe signing secret').fill(`whsec_${'Ab1'.repeat(12)}`);
+    await source.getByRole('button', { name: 'Save secret' }).click();
+    await expect.poll(() => source.locator('.source-secrets-table tbody tr').count()).toBe(1);
+    expect(await source.locator('dl.details').getByText('waiting for the secret').count()).toBe(0);
+    await source.getByRole('button', { name: 'Send a test' }).click();
+    await source.getByRole('status').filter({ hasText: /^Accepted: webhook / }).waitFor();
+    await source.getByRole('button', { name: 'Rotate secret' }).waitFor();
+
+    // The one refusal the panel met is the badly formatted secret's 400.
+    expectClean(problems, refusals, [SIGNED_OUT_CHECK, { path: '/api/v1/integrations/', status: 400 }]);
     await close();
   });
 });

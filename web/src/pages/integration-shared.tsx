@@ -57,6 +57,8 @@ export interface CreatedIntegration {
   source_secret_id?: string;
   /** Only when intake generated the signing secret: shown once. */
   source_secret?: string;
+  /** For a provider source: true while it has no signing secret (one its provider shows later). */
+  awaiting_secret?: boolean;
 }
 
 /** The API's default and largest body limits (src/api/integrations.ts). */
@@ -113,7 +115,16 @@ export function parseDraft(draft: IntegrationDraft): {
 }
 
 /** The fields of the create and edit dialogs. */
-export function IntegrationFields({ draft, onChange }: { draft: IntegrationDraft; onChange(draft: IntegrationDraft): void }) {
+/** The integration's fields; `source` (when creating) goes after what names it and before the limits, which few change. */
+export function IntegrationFields({
+  draft,
+  onChange,
+  source,
+}: {
+  draft: IntegrationDraft;
+  onChange(draft: IntegrationDraft): void;
+  source?: ReactNode;
+}) {
   const set = (changes: Partial<IntegrationDraft>) => onChange({ ...draft, ...changes });
   const bodyLimit = Number(draft.bodyLimit);
   return (
@@ -124,6 +135,7 @@ export function IntegrationFields({ draft, onChange }: { draft: IntegrationDraft
       <Field label="Description" hint="Optional.">
         <textarea value={draft.description} onChange={(e) => set({ description: e.target.value })} maxLength={2000} rows={2} />
       </Field>
+      {source}
       <label className="checkbox">
         <input type="checkbox" checked={draft.enabled} onChange={(e) => set({ enabled: e.target.checked })} />
         <span>Enabled (a disabled integration refuses webhooks with 403)</span>

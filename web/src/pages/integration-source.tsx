@@ -1,11 +1,12 @@
 import { useState } from 'react';
 import { Link } from 'react-router';
 import { api } from '../api/client';
+import { useApi } from '../api/use-api';
 import { FormDialog } from '../components/dialog';
 import { NewSecretDialog } from '../components/new-secret-dialog';
-import { CopyButton, ErrorMessage } from '../components/ui';
+import { Badge, CopyButton, ErrorMessage } from '../components/ui';
 import type { Integration } from './integration-shared';
-import { parseSourceDraft, SourceFields, sourceDraftOf, sourceLabel, useSourceTypes } from './source-fields';
+import { parseSourceDraft, SourceFields, sourceDraftOf, sourceLabel, useSourceTypes, type SourceSecret } from './source-fields';
 import { SourceGuide } from './source-guides';
 import { SourceSecrets } from './source-secrets';
 
@@ -15,9 +16,26 @@ interface TestOutcome {
   answer: unknown;
 }
 
+/** The address to give the provider: for query_token, without the token its end takes. */
+export function sourceAddress(integration: Integration): string {
+  const { source } = integration;
+  return source.type === 'query_token' ? `${integration.webhook_url}?${source.config.parameter ?? 'token'}=` : integration.webhook_url;
+}
+
+/** The address as shown: a query_token's with a placeholder for the token. */
+export function ShownAddress({ integration }: { integration: Integration }) {
+  return (
+    <code>
+      {sourceAddress(integration)}
+      {integration.source.type === 'query_token' && <var>your token</var>}
+    </code>
+  );
+}
+
 /**
  * An integration's source: its type, the address to give the provider and how to set the
- * provider up, its signing secrets, a signed test, and changing it.
+ * provider up, its signing secrets (or the place to paste the first one while the source
+ * waits for it), a signed test, and changing it.
  */
 export function IntegrationSource({
   integration,
@@ -32,11 +50,15 @@ export function IntegrationSource({
   const label = sourceLabel(source.type);
   const [changing, setChanging] = useState(false);
   const [shownSecret, setShownSecret] = useState<string>();
-  // Bumped by a change of source, which may replace the secrets.
-  const [version, setVersion] = useState(0);
+  const secretsPath = `/integrations/${integration.id}/source-secrets`;
+  // Read again after a change of source, which may replace the secrets.
+  const secrets = useApi(
+    () => (source.type === 'api_key' ? Promise.resolve({ data: [] }) : api.get<{ data: SourceSecret[] }>(secretsPath)),
+    [secretsPath, source.type],
+  );
+  const waiting = source.type !== 'api_key' && secrets.data?.data.length === 0;
   const test = useSourceTest(integration.id);
-  const parameter = source.config.parameter ?? 'token';
-  const address = source.type === 'query_token' ? `${integration.webhook_url}?${parameter}=` : integration.webhook_url;
+  const address = sourceAddress(integration);
 
   return (
     <section className="card source-section" aria-labelledby="source-heading">
@@ -52,7 +74,7 @@ export function IntegrationSource({
         {manage && (
           <div className="actions">
             {source.type !== 'api_key' && (
-              <button type="button" className="button" onClick={test.send} disabled={test.busy}>
+              <button type="button" className="button" onClick={test.send} disabled={test.busy || waiting}>
                 {test.busy ? 'Sending…' : 'Send a test'}
               </button>
             )}
@@ -64,17 +86,16 @@ export function IntegrationSource({
       </header>
       <dl className="details">
         <dt>Type</dt>
-        <dd>{label}</dd>
+        <dd>
+          {label} {waiting && <Badge tone="warn">waiting for the secret</Badge>}
+        </dd>
         <dt>Signature header</dt>
         <dd>{source.signature_header ? <code>{source.signature_header}</code> : <span className="muted">None (X-API-Key)</span>}</dd>
         {source.type !== 'api_key' && (
           <>
             <dt>Address to give {label}</dt>
             <dd className="source-address">
-              <code>
-                {address}
-                {source.type === 'query_token' && <var>your token</var>}
-              </code>
+              <ShownAddress integration={integration} />
               <CopyButton text={address} label="Copy address" />
             </dd>
           </>
@@ -86,16 +107,8 @@ export function IntegrationSource({
       {source.type !== 'api_key' && (
         <>
           <h3 className="source-guide-heading">Set up {label}</h3>
-          <SourceGuide
-            source={source}
-            address={
-              <code>
-                {address}
-                {source.type === 'query_token' && <var>your token</var>}
-              </code>
-            }
-          />
-          <SourceSecrets integration={integration} manage={manage} version={version} />
+          <SourceGuide source={source} address={<ShownAddress integration={integration} />} />
+          <SourceSecrets integration={integration} manage={manage} secrets={secrets} />
         </>
       )}
 
@@ -106,7 +119,7 @@ export function IntegrationSource({
           onChanged={(next, secret) => {
             setChanging(false);
             setShownSecret(secret);
-            setVersion((v) => v + 1);
+            secrets.reload();
             onChanged(next);
           }}
         />
@@ -121,7 +134,7 @@ export function IntegrationSource({
 }
 
 /** Sends the provider's sample event, signed, to the address; `outcome` is what the address answered. */
-function useSourceTest(integrationId: string) {
+export function useSourceTest(integrationId: string) {
   const [busy, setBusy] = useState(false);
   const [outcome, setOutcome] = useState<TestOutcome>();
   const [error, setError] = useState<Error>();
@@ -140,7 +153,7 @@ function useSourceTest(integrationId: string) {
   return { busy, outcome, error, send: () => void send() };
 }
 
-function TestResult({ integrationId, outcome }: { integrationId: string; outcome: TestOutcome }) {
+export function TestResult({ integrationId, outcome }: { integrationId: string; outcome: TestOutcome }) {
   const answer = (typeof outcome.answer === 'object' && outcome.answer !== null ? outcome.answer : {}) as Record<string, unknown>;
   const uuid = typeof answer.uuid === 'string' ? answer.uuid : undefined;
   if (outcome.status >= 200 && outcome.status < 300) {

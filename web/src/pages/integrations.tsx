@@ -3,8 +3,6 @@ import { useNavigate } from 'react-router';
 import { api } from '../api/client';
 import { useApi, usePagedList } from '../api/use-api';
 import { FormDialog } from '../components/dialog';
-import { NewKeyDialog } from '../components/new-key-dialog';
-import { ShownSecret } from '../components/new-secret-dialog';
 import { Badge, EmptyState, ErrorMessage, Loaded, PageHeader, Time, numberFormat } from '../components/ui';
 import { useSession } from '../session';
 import {
@@ -16,6 +14,7 @@ import {
 } from './integration-shared';
 import { ListFooter } from '../components/list-controls';
 import type { UsageItem } from '../components/log-shared';
+import { CreatedIntegrationDialog } from './integration-created';
 import { generatesSecret, parseSourceDraft, SourceFields, sourceDraftOf, sourceLabel, useSourceTypes } from './source-fields';
 import './integrations.css';
 
@@ -128,30 +127,7 @@ export function IntegrationsPage() {
           }}
         />
       )}
-      {created && (
-        <NewKeyDialog
-          apiKey={created.api_key}
-          webhookUrl={created.integration.webhook_url}
-          title="Your new API key"
-          onClose={() => navigate(`/integrations/${created.integration.id}`)}
-        >
-          <p>
-            <strong>{created.integration.name}</strong> is ready{created.integration.enabled ? '' : ' (disabled until you enable it)'}.
-            Here is its first API key.
-          </p>
-          {created.source_secret && (
-            <>
-              <h3>{sourceLabel(created.integration.source.type)} signing secret</h3>
-              <ShownSecret secret={created.source_secret} />
-            </>
-          )}
-          {created.integration.source.type !== 'api_key' && (
-            <p className="muted small">
-              The integration’s page shows how to set up {sourceLabel(created.integration.source.type)} to send here.
-            </p>
-          )}
-        </NewKeyDialog>
-      )}
+      {created && <CreatedIntegrationDialog created={created} onClose={() => navigate(`/integrations/${created.integration.id}`)} />}
     </>
   );
 }
@@ -225,12 +201,13 @@ function CreateIntegrationDialog({ onClose, onCreated }: { onClose(): void; onCr
   };
   return (
     <FormDialog title="Create integration" submitLabel="Create integration" onClose={onClose} onSubmit={submit}>
-      <IntegrationFields draft={draft} onChange={setDraft} />
-      <SourceFields draft={source} onChange={setSource} types={types} />
+      <IntegrationFields draft={draft} onChange={setDraft} source={<SourceFields draft={source} onChange={setSource} types={types} />} />
       <p className="muted small">
-        {source.type !== 'api_key' && generatesSecret(types, source.type) && !source.secret.trim()
-          ? 'Its first API key and its generated signing secret are shown once, right after it is created.'
-          : 'Its first API key is shown once, right after it is created.'}
+        {source.type === 'api_key'
+          ? 'Its first API key is shown once, right after it is created.'
+          : !source.secret.trim() && generatesSecret(types, source.type)
+            ? `Next: the address and the generated signing secret (shown once), how to set up ${sourceLabel(source.type)}, and a test.`
+            : `Next: the address, how to set up ${sourceLabel(source.type)}${source.secret.trim() ? '' : ', where to paste its secret'}, and a test.`}
       </p>
     </FormDialog>
   );

@@ -156,8 +156,8 @@ export function parseSourceDraft(draft: SourceDraft): { type: SourceType; config
 }
 
 /**
- * The source's fields: the type, then its signing secret (required where the provider issues
- * it) and its settings. `emptySecretMeans` replaces what an empty secret does (generate one,
+ * The source's fields: the type, then its signing secret (pasted where the provider issues
+ * it, now or once the provider shows it) and its settings. `emptySecretMeans` replaces what an empty secret does (generate one,
  * or nothing where the provider issues it): changing a source keeps the secrets of its type.
  */
 export function SourceFields({
@@ -175,7 +175,11 @@ export function SourceFields({
   const secret = SOURCE_TYPES.find((s) => s.type === draft.type)?.secret;
   const pasted = !generatesSecret(types, draft.type);
   const header = types?.find((t) => t.type === draft.type)?.signature_header;
-  const empty = emptySecretMeans ?? (pasted ? undefined : 'Leave empty to generate one, shown once');
+  // Never required: where the provider issues the secret (Stripe shows it only once the endpoint
+  // exists, with our address), the source can wait for it and the address comes first.
+  const empty =
+    emptySecretMeans ??
+    (pasted ? `Leave empty to get the address first and paste the secret once ${sourceLabel(draft.type)} shows it` : 'Leave empty to generate one, shown once');
   const way =
     draft.type === 'hmac'
       ? 'An HMAC signature, as set below,'
@@ -209,7 +213,6 @@ export function SourceFields({
             type="password"
             value={draft.secret}
             onChange={(e) => set({ secret: e.target.value })}
-            required={empty === undefined}
             placeholder={secret?.placeholder ?? emptySecretMeans ?? (pasted ? undefined : 'Leave empty to generate one')}
             autoComplete="off"
             spellCheck={false}

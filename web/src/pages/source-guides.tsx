@@ -33,7 +33,7 @@ const GUIDES: Record<Exclude<Source['type'], 'api_key'>, (facts: GuideFacts) => 
     <>In the Stripe Dashboard, open <strong>Developers → Webhooks → Add endpoint</strong> (in Workbench: <strong>Webhooks → Add destination</strong>).</>,
     <>Endpoint URL: {address}. Select the events to send and create the endpoint.</>,
     <>On the endpoint’s page, under <strong>Signing secret</strong>, click <strong>Reveal</strong> and copy the <code>whsec_…</code> value.</>,
-    <>Paste it here as the {SECRET} (Change source, or Rotate secret when Stripe rolls it). Stripe signs with a timestamp: a request more than 5 minutes old is refused.</>,
+    <>Paste it into intake as the {SECRET} (Save secret while the source waits for it; Rotate secret when Stripe rolls it). Stripe signs with a timestamp: a request more than 5 minutes old is refused.</>,
   ],
   shopify: ({ address }) => [
     <>In the Shopify admin, open <strong>Settings → Notifications → Webhooks → Create webhook</strong>; format JSON, URL: {address}.</>,

@@ -1,11 +1,11 @@
-import { useState } from 'react';
+import { useState, type FormEvent } from 'react';
 import { api } from '../api/client';
-import { useApi } from '../api/use-api';
+import type { Loaded as LoadedState } from '../api/use-api';
 import { ConfirmDialog, Field, FormDialog } from '../components/dialog';
 import { NewSecretDialog } from '../components/new-secret-dialog';
-import { Badge, EmptyState, Loaded, Time } from '../components/ui';
+import { Badge, ErrorMessage, Loaded, Time } from '../components/ui';
 import type { Integration } from './integration-shared';
-import { generatesSecret, SOURCE_TYPES, useSourceTypes, type SourceSecret } from './source-fields';
+import { generatesSecret, SOURCE_TYPES, sourceLabel, useSourceTypes, type SourceSecret } from './source-fields';
 
 /** How long the previous secrets keep verifying after a rotation (the API's default is 24 hours). */
 const OVERLAPS: { seconds: number; label: string }[] = [
@@ -23,13 +23,17 @@ interface Rotated {
   previous_secrets_expire_at: string;
 }
 
+/** GET …/source-secrets, as the Source section loads it for this list and for whether the source waits for its secret. */
+export type SecretsState = LoadedState<{ data: SourceSecret[] }>;
+
 /**
  * A source's live signing secrets (never their values): rotating to a new one with an
- * overlap, and stopping an old one before its overlap ends.
+ * overlap, and stopping an old one before its overlap ends. With none (a provider that shows
+ * its secret only once the endpoint exists), the place to paste it.
  */
-export function SourceSecrets({ integration, manage, version }: { integration: Integration; manage: boolean; version: number }) {
+export function SourceSecrets({ integration, manage, secrets }: { integration: Integration; manage: boolean; secrets: SecretsState }) {
   const path = `/integrations/${integration.id}/source-secrets`;
-  const secrets = useApi(() => api.get<{ data: SourceSecret[] }>(path), [path, version]);
+  const waiting = secrets.data?.data.length === 0;
   const [dialog, setDialog] = useState<'rotate' | { stop: SourceSecret }>();
   const [rotated, setRotated] = useState<{ secret?: string; previousStop: string; overlap: number }>();
 
@@ -45,7 +49,7 @@ export function SourceSecrets({ integration, manage, version }: { integration: I
           <h3 id="source-secrets-heading">Signing secrets</h3>
           <p className="muted small">Only while a secret is rotated are several live; the newest signs the tests.</p>
         </div>
-        {manage && (
+        {manage && !waiting && (
           <button type="button" className="button" onClick={() => setDialog('rotate')}>
             Rotate secret
           </button>
@@ -61,7 +65,17 @@ export function SourceSecrets({ integration, manage, version }: { integration: I
         state={secrets}
         empty={(page) =>
           page.data.length === 0 ? (
-            <EmptyState title="No live signing secret">Only the API key lets requests in. Rotate to add a secret.</EmptyState>
+            <div className="awaiting-secret">
+              <p className="notice" role="status">
+                <strong>Waiting for the signing secret.</strong> {sourceLabel(integration.source.type)}’s signed webhooks get 401 until it
+                is pasted here; the API key works meanwhile.
+              </p>
+              {manage ? (
+                <PasteFirstSecret integration={integration} onAdded={secrets.reload} />
+              ) : (
+                <p className="muted small">An admin or owner of this company can paste it.</p>
+              )}
+            </div>
           ) : undefined
         }
       >
@@ -159,6 +173,51 @@ export function SourceSecrets({ integration, manage, version }: { integration: I
         </NewSecretDialog>
       )}
     </section>
+  );
+}
+
+/**
+ * The first signing secret of a source that waits for it: pasted, it verifies at once (there
+ * is no previous one to overlap with).
+ */
+export function PasteFirstSecret({ integration, onAdded }: { integration: Integration; onAdded(): void }) {
+  const hint = SOURCE_TYPES.find((s) => s.type === integration.source.type)?.secret;
+  const [secret, setSecret] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<Error>();
+  const submit = async (event: FormEvent) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(undefined);
+    try {
+      await api.post(`/integrations/${integration.id}/source-secrets`, { secret: secret.trim(), previous_expires_in_seconds: 0 });
+      setSecret('');
+      onAdded();
+    } catch (e) {
+      setError(e as Error);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form className="paste-secret" onSubmit={(event) => void submit(event)}>
+      <Field label={`${sourceLabel(integration.source.type)} signing secret`} hint={hint?.hint}>
+        <input
+          type="password"
+          value={secret}
+          onChange={(e) => setSecret(e.target.value)}
+          required
+          placeholder={hint?.placeholder}
+          autoComplete="off"
+          spellCheck={false}
+          maxLength={1000}
+        />
+      </Field>
+      <button type="submit" className="button primary" disabled={busy || secret.trim() === ''}>
+        {busy ? 'Saving…' : 'Save secret'}
+      </button>
+      {error && <ErrorMessage error={error} />}
+    </form>
   );
 }
 
