@@ -316,6 +316,17 @@ describe('destinations in the panel', { timeout: 180_000 }, () => {
     const after = await sendWebhook('order.after');
     await expectState(await deliveryRow(page, after), 'succeeded');
 
+    // The list keeps each row's figures current too: one more delivery shows without a reload.
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Destinations' }).click();
+    const success = page.locator(`tr[data-destination-id="${shared.destinationPath.split('/').pop()}"] td`).nth(3);
+    await expect.poll(() => success.textContent()).toMatch(/ of \d+$/);
+    const attempts = async () => Number(/ of (\d+)$/.exec((await success.textContent()) ?? '')?.[1]);
+    const before = await attempts();
+    await sendWebhook('order.listed');
+    await expect.poll(attempts, { timeout: 25_000 }).toBeGreaterThan(before);
+    await page.locator('tr.clickable', { hasText: 'Order service' }).click();
+    await page.getByRole('heading', { name: 'Order service', level: 1 }).waitFor();
+
     await page.getByRole('button', { name: 'Delete', exact: true }).click();
     const confirm = page.getByRole('dialog', { name: 'Delete destination' });
     await confirm.getByText('Its pending and held deliveries are cancelled.').waitFor();

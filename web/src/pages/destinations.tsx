@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { useNavigate } from 'react-router';
 import { api } from '../api/client';
-import { useApi, usePagedList } from '../api/use-api';
+import { useApi, useEvery, usePagedList } from '../api/use-api';
 import { FormDialog } from '../components/dialog';
 import { ListFooter, onActivate } from '../components/list-controls';
 import { useIntegrations } from '../components/log-shared';
@@ -30,6 +30,9 @@ export function DestinationsPage() {
   const list = usePagedList<Destination>('/destinations', {}, []);
   const [creating, setCreating] = useState(false);
   const [created, setCreated] = useState<CreatedDestination>();
+  // Bumped every STATS_LIVE_MS: each row's success rate and backlog change as deliveries go out.
+  const [live, setLive] = useState(0);
+  useEvery(STATS_LIVE_MS, () => setLive((n) => n + 1));
 
   const createButton = (label: string) =>
     manage && (
@@ -81,6 +84,7 @@ export function DestinationsPage() {
                       key={destination.id}
                       destination={destination}
                       withStats={can('logs:read')}
+                      live={live}
                       open={() => navigate(`/destinations/${destination.id}`)}
                     />
                   ))}
@@ -113,7 +117,17 @@ export function DestinationsPage() {
   );
 }
 
-function DestinationRow({ destination, withStats, open }: { destination: Destination; withStats: boolean; open(): void }) {
+function DestinationRow({
+  destination,
+  withStats,
+  live,
+  open,
+}: {
+  destination: Destination;
+  withStats: boolean;
+  live: number;
+  open(): void;
+}) {
   return (
     <tr className="clickable" tabIndex={0} onClick={open} onKeyDown={onActivate(open)} data-destination-id={destination.id}>
       <td className="wrap destination-name-cell">
@@ -129,7 +143,7 @@ function DestinationRow({ destination, withStats, open }: { destination: Destina
           </div>
         )}
       </td>
-      {withStats && <RowStats destination={destination} />}
+      {withStats && <RowStats destination={destination} live={live} />}
       <td>
         <Time iso={destination.created_at} />
       </td>
@@ -137,11 +151,17 @@ function DestinationRow({ destination, withStats, open }: { destination: Destina
   );
 }
 
-/** The success rate of the last 24 hours and the backlog now, one request per row. */
-function RowStats({ destination }: { destination: Destination }) {
+/**
+ * How often the list reads each row's figures again: one request per row shown, so slower
+ * than a destination's own page (5 s).
+ */
+const STATS_LIVE_MS = 10_000;
+
+/** The success rate of the last 24 hours and the backlog now, one request per row, read again as `live` changes. */
+function RowStats({ destination, live }: { destination: Destination; live: number }) {
   const stats = useApi(
     () => api.get<DestinationStats>(`/destinations/${destination.id}/stats`, { since: new Date(Date.now() - DAY_MS).toISOString() }),
-    [destination.id],
+    [destination.id, live],
   );
   if (stats.error) {
     return (
