@@ -157,6 +157,15 @@ describe('destinations in the panel', { timeout: 180_000 }, () => {
         { timeout: 15_000 },
       )
       .toBe('1 delivery');
+    // On a phone the bulk action is within reach and its dialog says the count, inside the screen.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.getByRole('button', { name: 'Retry failing now' }).click();
+    await retryDialog.locator('.bulk-count').waitFor();
+    const retryBox = await retryDialog.boundingBox();
+    expect(retryBox!.x + retryBox!.width).toBeLessThanOrEqual(390);
+    await retryDialog.getByRole('button', { name: 'Cancel' }).click();
+    await retryDialog.waitFor({ state: 'detached' });
+    await page.setViewportSize({ width: 1280, height: 800 });
     await secondRow.click();
     const detail = page.getByRole('dialog', { name: 'Delivery details' });
     const failedAttempt = detail.locator('.attempts-table tbody tr', { hasText: '500 Internal Server Error' }).first();
@@ -300,6 +309,27 @@ describe('destinations in the panel', { timeout: 180_000 }, () => {
     const detail = page.getByRole('dialog', { name: 'Delivery details' });
     await detail.locator('.attempts-table tbody tr', { hasText: '500 Internal Server Error' }).first().waitFor();
     expect(await detail.getByRole('button', { name: 'Replay' }).count()).toBe(0);
+
+    // On a phone: the delivery's dialog fits the screen, its attempts scroll inside their frame,
+    // and its webhook's viewer lists where the webhook went, each row linking to its delivery.
+    await page.setViewportSize({ width: 390, height: 844 });
+    const box = await detail.boundingBox();
+    expect(box!.x).toBeGreaterThanOrEqual(0);
+    expect(box!.x + box!.width).toBeLessThanOrEqual(390);
+    const attemptsWrap = detail.locator('.table-wrap', { has: page.locator('.attempts-table') });
+    const wrapBox = await attemptsWrap.boundingBox();
+    expect(wrapBox!.x + wrapBox!.width).toBeLessThanOrEqual(390);
+    expect(await detail.evaluate((dialog) => dialog.scrollWidth - dialog.clientWidth)).toBeLessThanOrEqual(0);
+    const webhookLink = detail.locator('dl.details a[href*="webhook="]').first();
+    await webhookLink.click();
+    const webhookViewer = page.getByRole('dialog', { name: 'Webhook details' });
+    const went = webhookViewer.getByRole('region', { name: 'Deliveries' }).locator('tbody tr', { hasText: 'Order service' });
+    await went.waitFor();
+    expect(await webhookViewer.evaluate((dialog) => dialog.scrollWidth - dialog.clientWidth)).toBeLessThanOrEqual(0);
+    await went.getByRole('link', { name: 'Order service' }).click();
+    await detail.locator('.attempts-table').waitFor();
+    expect(await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth')).toBeLessThanOrEqual(0);
+    await page.setViewportSize({ width: 1280, height: 800 });
 
     expectClean(problems, refusals);
     await close();

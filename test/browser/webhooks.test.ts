@@ -277,6 +277,18 @@ describe('panel: webhooks, requests and usage', { timeout: 120_000 }, () => {
     await expect.poll(() => new URL(page.url()).searchParams.get('id')).toBe(requestId);
     await expect.poll(() => page.locator('tbody tr').count()).toBe(1);
     expect(await page.locator('tbody tr').first().textContent()).toContain('invalid_api_key');
+
+    // On a phone the search and its answer are there too, opened from the address the id makes.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`/admin/requests?${new URLSearchParams({ id: requestId })}`);
+    expect(await page.getByLabel('Request ID').inputValue()).toBe(requestId);
+    await expect.poll(() => page.locator('tbody tr').count()).toBe(1);
+    await page.locator('tbody tr').first().click();
+    await details.getByText(requestId).first().waitFor();
+    const box = await details.boundingBox();
+    expect(box!.x + box!.width).toBeLessThanOrEqual(390);
+    expect(await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth')).toBeLessThanOrEqual(0);
+    await page.setViewportSize({ width: 1280, height: 800 });
     expectClean(problems, refusals);
     await close();
   });
