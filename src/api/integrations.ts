@@ -40,10 +40,14 @@ const IntegrationParams = Type.Object({ integration_id: Id('int') });
 /** /api/v1/integrations: the company's integrations. */
 export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promise<void> {
   const tags = ['Integrations'];
-  /** Integrations as the API shows them, with when each last took a webhook (one query for all). */
+  /** Integrations as the API shows them, with when each last took a webhook and which wait for a secret (one query each for all). */
   const present = async (companyId: string, list: Integration[]) => {
-    const last = await deps.store.lastWebhookTimes(companyId, list.map((i) => i.id));
-    return list.map((integration) => presentIntegration(deps, integration, last.get(integration.id) ?? null));
+    const ids = list.map((i) => i.id);
+    const [last, awaiting] = await Promise.all([
+      deps.store.lastWebhookTimes(companyId, ids),
+      deps.store.awaitingSecret(companyId, ids, Date.now()),
+    ]);
+    return list.map((integration) => presentIntegration(deps, integration, last.get(integration.id) ?? null, awaiting.has(integration.id)));
   };
 
   app.get(
@@ -112,7 +116,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
         source: body.source,
       });
       return reply.code(201).send({
-        integration: presentIntegration(deps, created.integration, null),
+        integration: presentIntegration(deps, created.integration, null, created.awaitingSecret),
         api_key: created.apiKey,
         key_id: created.keyId,
         ...(created.sourceSecretId !== undefined && { source_secret_id: created.sourceSecretId }),
@@ -188,7 +192,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
   );
 }
 
-export function presentIntegration(deps: ApiDeps, integration: Integration, lastWebhookAt: number | null) {
+export function presentIntegration(deps: ApiDeps, integration: Integration, lastWebhookAt: number | null, awaitingSecret: boolean) {
   return {
     id: integration.id,
     name: integration.name,
@@ -201,6 +205,6 @@ export function presentIntegration(deps: ApiDeps, integration: Integration, last
     created_at: iso(integration.createdAt),
     updated_at: iso(integration.updatedAt),
     last_webhook_at: iso(lastWebhookAt),
-    source: presentSource(integration.source),
+    source: presentSource(integration.source, awaitingSecret),
   };
 }

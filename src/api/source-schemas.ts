@@ -62,14 +62,16 @@ export const SourceSchema = Type.Object({
   type: SourceTypeSchema,
   config: Type.Object({}, { additionalProperties: true, description: 'The type\'s settings (hmac, basic, query_token); {} for the others.' }),
   signature_header: Type.Union([Type.String(), Type.Null()], { description: 'Where the provider puts its signature; null for api_key.' }),
+  awaiting_secret: Type.Optional(AwaitingSecret),
 });
 
-/** What the API shows of a source: its type and settings, never a secret. */
-export function presentSource(source: IntegrationSource) {
+/** What the API shows of a source: its type and settings, never a secret; for a provider type, whether it waits for its secret. */
+export function presentSource(source: IntegrationSource, awaitingSecret: boolean) {
   return {
     type: source.type,
     config: apiConfig(source.config),
     signature_header: source.type === 'api_key' ? null : providerFor(source.type).signatureHeader(source.config),
+    ...(source.type !== 'api_key' && { awaiting_secret: awaitingSecret }),
   };
 }
 

@@ -85,7 +85,7 @@ export async function sourceRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
       deps.keyCache.invalidate();
       const last = await deps.store.lastWebhookTimes(companyId, [changed.integration.id]);
       return {
-        integration: presentIntegration(deps, changed.integration, last.get(changed.integration.id) ?? null),
+        integration: presentIntegration(deps, changed.integration, last.get(changed.integration.id) ?? null, changed.awaitingSecret),
         ...(changed.sourceSecretId !== undefined && { source_secret_id: changed.sourceSecretId }),
         ...(changed.sourceSecret !== undefined && { source_secret: changed.sourceSecret }),
         ...(changed.integration.source.type !== 'api_key' && { awaiting_secret: changed.awaitingSecret }),

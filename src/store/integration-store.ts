@@ -31,6 +31,8 @@ export interface IntegrationStore {
   listIntegrations(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Integration[]>;
   /** When each of these integrations of the company last took a webhook (absent: never, or all purged). */
   lastWebhookTimes(companyId: string, integrationIds: readonly string[]): Promise<Map<string, number>>;
+  /** Which of these provider integrations of the company have no live signing secret at `now` (waiting for it). */
+  awaitingSecret(companyId: string, integrationIds: readonly string[], now: number): Promise<Set<string>>;
   /** Changes a live integration; its state before and after, or undefined when there is none. */
   updateIntegration(
     companyId: string,

@@ -204,6 +204,17 @@ describe('stripe', () => {
     const id = answer.integration.id;
     const secretsPath = `/api/v1/integrations/${id}/source-secrets`;
     expect((await t.app.inject({ method: 'GET', url: secretsPath, headers })).json()).toEqual({ data: [] });
+    const waitingNow = async () => {
+      const one = (await t.app.inject({ method: 'GET', url: `/api/v1/integrations/${id}`, headers })).json() as {
+        source: { awaiting_secret?: boolean };
+      };
+      const listed = (await t.app.inject({ method: 'GET', url: '/api/v1/integrations', headers })).json() as {
+        data: { id: string; source: { awaiting_secret?: boolean } }[];
+      };
+      expect(listed.data.find((item) => item.id === id)!.source.awaiting_secret).toBe(one.source.awaiting_secret);
+      return one.source.awaiting_secret;
+    };
+    expect(await waitingNow()).toBe(true);
 
     // Stripe's first event, signed with the secret intake has not been given yet: refused, and the answer says why.
     const pasted = `whsec_${randomBytes(24).toString('hex')}`;
@@ -225,6 +236,7 @@ describe('stripe', () => {
     const added = await t.app.inject({ method: 'POST', url: secretsPath, headers, payload: { secret: pasted, previous_expires_in_seconds: 0 } });
     expect(added.statusCode).toBe(201);
     expect(added.json()).not.toHaveProperty('source_secret');
+    expect(await waitingNow()).toBe(false);
     expect((await send()).statusCode).toBe(202);
     const test2 = await t.app.inject({ method: 'POST', url: `/api/v1/integrations/${id}/source-test`, headers });
     expect(test2.json()).toMatchObject({ status: 202 });
@@ -249,6 +261,8 @@ describe('stripe', () => {
     expect(github.json()).toMatchObject({ awaiting_secret: false, source_secret: expect.any(String) });
     const plain = await t.app.inject({ method: 'PUT', url: `/api/v1/integrations/${id}/source`, headers, payload: { type: 'api_key' } });
     expect(plain.json()).not.toHaveProperty('awaiting_secret');
+    expect(plain.json()).not.toHaveProperty('integration.source.awaiting_secret');
+    expect(await waitingNow()).toBeUndefined();
     // Rotating still needs the secret pasted where the provider issues it.
     const waiting = await t.management.createIntegration(company, { name: 'Waiting', source: { type: 'stripe' } });
     await expect(t.management.rotateSourceSecret(company, waiting.integration.id, undefined)).rejects.toMatchObject({ code: 'invalid_request' });
@@ -432,7 +446,7 @@ describe('the management API', () => {
     });
     expect(created.statusCode).toBe(201);
     const answer = created.json() as { integration: { id: string; source: unknown }; source_secret: string; source_secret_id: string };
-    expect(answer.integration.source).toEqual({ type: 'github', config: {}, signature_header: 'X-Hub-Signature-256' });
+    expect(answer.integration.source).toEqual({ type: 'github', config: {}, signature_header: 'X-Hub-Signature-256', awaiting_secret: false });
     expect(answer.source_secret).toBeTruthy();
     const id = answer.integration.id;
 

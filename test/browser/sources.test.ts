@@ -254,6 +254,8 @@ describe('sources in the panel', { timeout: 120_000 }, () => {
       await dialog.locator('ol.source-guide').getByText('Developers → Webhooks → Add endpoint').waitFor();
       expect(await dialog.getByRole('button', { name: 'Send a test' }).isDisabled()).toBe(true);
       expect(await dialog.evaluate((element) => element.scrollWidth - element.clientWidth)).toBeLessThanOrEqual(0);
+      // Behind the dialog, the list says the new source waits for its secret.
+      await page.locator('tr', { hasText: name }).getByText('waiting for the secret').waitFor({ state: 'attached' });
 
       // Stripe, set up with the address, sends its first event before the secret is in intake: refused, saying why.
       const secret = `whsec_${randomBytes(24).toString('base64').replace(/[^A-Za-z0-9]/g, '')}`;
@@ -274,6 +276,11 @@ describe('sources in the panel', { timeout: 120_000 }, () => {
       await dialog.getByRole('button', { name: 'Send a test' }).click();
       await dialog.getByRole('status').filter({ hasText: /^Accepted: webhook / }).waitFor();
       await dialog.getByRole('button', { name: 'Done' }).click();
+      await page.getByRole('heading', { name, level: 1 }).waitFor();
+      await page.goto('/admin/integrations');
+      await page.locator('tr', { hasText: name }).getByText('Source: Stripe').waitFor();
+      expect(await page.locator('tr', { hasText: name }).getByText('waiting for the secret').count()).toBe(0);
+      await page.locator('tr', { hasText: name }).click();
       await page.getByRole('heading', { name, level: 1 }).waitFor();
       const source = page.getByRole('region', { name: 'Source', exact: true });
       await expect.poll(() => source.locator('.source-secrets-table tbody tr').count()).toBe(1);

@@ -92,6 +92,10 @@ export class KyselyIntegrationStore extends KyselyStoreBase implements Integrati
     return integrations.lastWebhookTimes(this.db, companyId, integrationIds);
   }
 
+  awaitingSecret(companyId: string, integrationIds: readonly string[], now: number): Promise<Set<string>> {
+    return sources.awaitingSecret(this.db, companyId, integrationIds, now);
+  }
+
   async updateIntegration(
     companyId: string,
     integrationId: string,

@@ -71,6 +71,37 @@ export async function listLiveSecrets(
   }));
 }
 
+/**
+ * Which of these provider integrations of the company have no secret live at `now`: those
+ * waiting for the secret their provider shows later (one query for a page of them).
+ */
+export async function awaitingSecret(
+  db: Kysely<Database>,
+  companyId: string,
+  integrationIds: readonly string[],
+  now: number,
+): Promise<Set<string>> {
+  if (integrationIds.length === 0) return new Set();
+  const rows = await db
+    .selectFrom('integrations')
+    .select('id')
+    .where('company_id', '=', companyId)
+    .where('id', 'in', integrationIds)
+    .where('source_type', '!=', 'api_key')
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('source_secrets')
+            .select('source_secrets.id')
+            .whereRef('source_secrets.integration_id', '=', 'integrations.id')
+            .where((inner) => inner.or([inner('source_secrets.expires_at', 'is', null), inner('source_secrets.expires_at', '>', now)])),
+        ),
+      ),
+    )
+    .execute();
+  return new Set(rows.map((row) => row.id));
+}
+
 /** The provider source of an integration row, with the secrets live at `now`, still sealed. */
 export async function routeSource(
   db: Kysely<Database>,

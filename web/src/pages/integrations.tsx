@@ -153,7 +153,12 @@ function IntegrationRow({
         <strong>{integration.name}</strong>
         {integration.description && <div className="muted small integration-description">{integration.description}</div>}
         <div className="muted small mono">{integration.integration_key}</div>
-        {integration.source.type !== 'api_key' && <div className="muted small">Source: {sourceLabel(integration.source.type)}</div>}
+        {integration.source.type !== 'api_key' && (
+          <div className="muted small">
+            Source: {sourceLabel(integration.source.type)}{' '}
+            {integration.source.awaiting_secret && <Badge tone="warn">waiting for the secret</Badge>}
+          </div>
+        )}
       </td>
       <td>{integration.enabled ? <Badge tone="good">enabled</Badge> : <Badge tone="neutral">disabled</Badge>}</td>
       <td>

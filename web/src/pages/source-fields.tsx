@@ -39,6 +39,8 @@ export interface Source {
   config: SourceConfig;
   /** Where the provider puts its signature; null for api_key. */
   signature_header: string | null;
+  /** For a provider type: true while it has no live signing secret (one its provider shows later). */
+  awaiting_secret?: boolean;
 }
 
 /** What GET /api/v1/sources says of a type. */
