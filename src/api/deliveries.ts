@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import type { AppInstance } from '../app-instance.js';
 import { parseOptionalTime } from '../domain/time.js';
 import { AppError } from '../errors.js';
-import { DEFAULT_REPLAY_COOLDOWN_MS, MAX_PER_CALL, MAX_SEND_UUIDS } from '../services/redeliveries.js';
+import { DEFAULT_REPLAY_COOLDOWN_MS, MAX_PER_CALL, MAX_REPLAY_IDS, MAX_SEND_UUIDS } from '../services/redeliveries.js';
 import { STATS_MAX_ATTEMPTS } from '../store/store.js';
 import { principalOf, requirePermission, type ApiDeps } from './context.js';
 import { PAYLOADS_NEED_LOGS_READ } from './destinations.js';
@@ -156,6 +156,13 @@ export async function deliveryRoutes(app: AppInstance, deps: ApiDeps): Promise<v
           event: Type.Optional(Event),
           since: Type.Optional(Since),
           until: Type.Optional(Until),
+          delivery_ids: Type.Optional(
+            Type.Array(Type.String(), {
+              description:
+                `Instead of a range: these deliveries of the destination (1 to ${MAX_REPLAY_IDS}, dlv_…), picked one by one. Each is ` +
+                'replayed if settled (held, succeeded, failed) or retried now if failing and waiting for its next attempt, unless `state` narrows them.',
+            }),
+          ),
           dry_run: Type.Optional(
             Type.Boolean({ description: 'Replay nothing: `would_replay` says how many this call would take now, to say so before it runs.' }),
           ),
@@ -180,6 +187,7 @@ export async function deliveryRoutes(app: AppInstance, deps: ApiDeps): Promise<v
         event: body.event,
         since: parseOptionalTime(body.since, 'since'),
         until: parseOptionalTime(body.until, 'until'),
+        deliveryIds: body.delivery_ids,
       };
       if (body.dry_run === true) {
         const preview = await deps.redeliveries.preview(companyId, filter);

@@ -52,6 +52,8 @@ export interface RedeliveryOptions {
 export const MAX_PER_CALL = 10_000;
 /** Webhooks one send may name. */
 export const MAX_SEND_UUIDS = 100;
+/** Deliveries a replay may name (the panel's selection); the bulk replays' bounds apply to them too. */
+export const MAX_REPLAY_IDS = 100;
 /** Deliveries a bulk replay reads at most per call, on the read side. */
 export const REPLAY_SCAN_ROWS = 50_000;
 export const DEFAULT_REPLAY_COOLDOWN_MS = 60_000;
@@ -145,7 +147,7 @@ export class Redeliveries {
    * failing and waiting for a retry: "retry now"), not replayed in the last `cooldownMs`.
    */
   async replay(companyId: string, filter: ReplayFilter, actor: Actor): Promise<RedeliveryOutcome> {
-    if (filter.state !== undefined) replayableState(filter.state);
+    checkReplayFilter(filter);
     await this.requireDestination(companyId, filter.destinationId);
     const started = this.now();
     const startedBefore = started - this.cooldownMs;
@@ -154,7 +156,7 @@ export class Redeliveries {
         const scan = await this.boundedRead(companyId, () => this.store.scanReplay(companyId, filter, startedBefore, limit, REPLAY_SCAN_ROWS));
         return { items: scan.items.map((item) => ({ value: item.id, at: item.createdAt })), more: scan.more, nextSince: scan.nextSince };
       },
-      step: (lease, ids, finish) => this.store.replayStep(companyId, lease, ids, startedBefore, finish, filter.state),
+      step: (lease, ids, finish) => this.store.replayStep(companyId, lease, ids, startedBefore, finish, filter.state, filter.deliveryIds !== undefined),
       audit: (at) => audit(actor, 'delivery.replay', 'destination', filter.destinationId, at, { ...filter }),
       countKey: 'replayed',
     });
@@ -166,7 +168,7 @@ export class Redeliveries {
    * before it runs. Only a bounded read: no lease, no budget, no change.
    */
   async preview(companyId: string, filter: ReplayFilter): Promise<{ count: number; more: boolean }> {
-    if (filter.state !== undefined) replayableState(filter.state);
+    checkReplayFilter(filter);
     await this.requireDestination(companyId, filter.destinationId);
     const startedBefore = this.now() - this.cooldownMs;
     const scan = await this.boundedRead(companyId, () => this.store.scanReplay(companyId, filter, startedBefore, MAX_PER_CALL, REPLAY_SCAN_ROWS));
@@ -309,6 +311,19 @@ function busy(retryAfterMs: number): AppError {
  * waiting for their next attempt (queries/redeliveries.ts's bulkReplayable); cancelled ones
  * cannot be replayed.
  */
+/** A bulk replay's filter as it can be: its state replayable, named deliveries (1 to 100 ids) or a range, not both. */
+function checkReplayFilter(filter: ReplayFilter): void {
+  if (filter.state !== undefined) replayableState(filter.state);
+  const ids = filter.deliveryIds;
+  if (ids === undefined) return;
+  if (filter.since !== undefined || filter.until !== undefined || filter.event !== undefined) {
+    throw new AppError('invalid_request', 'Name deliveries (delivery_ids) or give a range (since, until, event), not both.', { field: 'delivery_ids' });
+  }
+  if (ids.length === 0 || ids.length > MAX_REPLAY_IDS || !ids.every((id) => isId('dlv', id))) {
+    throw new AppError('invalid_request', `delivery_ids must name 1 to ${MAX_REPLAY_IDS} deliveries by their id (dlv_…).`, { field: 'delivery_ids' });
+  }
+}
+
 function replayableState(state: string): DeliveryState {
   if (!(DELIVERY_STATES as readonly string[]).includes(state)) {
     throw new AppError('invalid_request', `The state must be one of ${DELIVERY_STATES.join(', ')}.`, { field: 'state' });

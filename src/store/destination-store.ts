@@ -135,6 +135,8 @@ export interface DestinationStore {
     finish: RedeliveryFinish | undefined,
     /** The filter's state: `pending` retries the failing ones now (see queries/redeliveries.ts's bulkReplayable). */
     state?: DeliveryState,
+    /** The ids were named by a person (delivery_ids): failing ones qualify beside the settled ones. */
+    named?: boolean,
   ): Promise<RedeliveryStep>;
   /** One transaction of a bulk send: deliveries for those of `webhooks` that still have none, as replayStep. */
   sendStep(companyId: string, lease: RedeliveryLease, webhooks: readonly SendCandidate[], finish?: RedeliveryFinish): Promise<RedeliveryStep>;

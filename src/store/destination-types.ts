@@ -284,6 +284,12 @@ export interface ReplayFilter {
   event?: string;
   since?: number;
   until?: number;
+  /**
+   * These deliveries of the destination (at most 100), picked by a person: each is taken
+   * if it can be replayed (held, succeeded, failed) or retried now (failing and waiting
+   * for its next attempt), unless `state` narrows them; no range then.
+   */
+  deliveryIds?: string[];
 }
 
 /** Stored webhooks to send to a destination that has no delivery of them yet. */

@@ -559,6 +559,46 @@ describe('deliveries: lists, replays and sends', () => {
     expect((await api('POST', '/deliveries/replay', { destination_id: destination.id, state: 'pending' })).json()).toMatchObject({ replayed: 0 });
   });
 
+  test('named deliveries (delivery_ids): the failing one retried now and the failed one replayed; a fresh one, another destination\'s, left', async () => {
+    const { destination } = await createDestination({ event_patterns: ['picked.*'] });
+    const other = (await createDestination({ event_patterns: ['picked.*'] })).destination;
+    const dead = await sendEvent('picked.dead');
+    await attemptAll('failed', 30);
+    const failing = await sendEvent('picked.failing');
+    await attemptAll('retry', 30);
+    const fresh = await sendEvent('picked.fresh');
+    const rows = await deliveriesOf(`destination_id=${destination.id}`);
+    const idOf = (uuid: string, of = rows) => of.find((row) => row.webhook_uuid === uuid)!.id as string;
+    expect(rows.find((row) => row.webhook_uuid === dead)).toMatchObject({ state: 'failed' });
+    expect(rows.find((row) => row.webhook_uuid === failing)).toMatchObject({ state: 'pending', attempts: 1 });
+    const othersRow = idOf(dead, await deliveriesOf(`destination_id=${other.id}`));
+    const named = [idOf(dead), idOf(failing), idOf(fresh), othersRow];
+
+    const preview = await api('POST', '/deliveries/replay', { destination_id: destination.id, delivery_ids: named, dry_run: true });
+    expect(preview.json()).toEqual({ replayed: 0, would_replay: 2, more: false });
+    const replayed = await api('POST', '/deliveries/replay', { destination_id: destination.id, delivery_ids: named });
+    expect(replayed.statusCode, replayed.body).toBe(200);
+    expect(replayed.json()).toMatchObject({ replayed: 2, more: false });
+    const after = await deliveriesOf(`destination_id=${destination.id}`);
+    for (const uuid of [dead, failing]) expect(after.find((row) => row.webhook_uuid === uuid)).toMatchObject({ state: 'pending', attempts: 0, series: 1 });
+    expect(after.find((row) => row.webhook_uuid === fresh)).toMatchObject({ series: 0 });
+    expect((await deliveriesOf(`destination_id=${other.id}`)).find((row) => row.id === othersRow)).toMatchObject({ series: 0 });
+    // At once again: nothing twice (the replays' cooldown).
+    expect((await api('POST', '/deliveries/replay', { destination_id: destination.id, delivery_ids: named })).json()).toMatchObject({ replayed: 0 });
+
+    // Named or a range, not both; 1 to 100 ids of deliveries.
+    for (const body of [
+      { delivery_ids: [idOf(dead)], since: new Date(0).toISOString() },
+      { delivery_ids: [] },
+      { delivery_ids: Array.from({ length: 101 }, () => idOf(dead)) },
+      { delivery_ids: ['not-an-id'] },
+    ]) {
+      const refused = await api('POST', '/deliveries/replay', { destination_id: destination.id, ...body });
+      expect(refused.statusCode, JSON.stringify(body)).toBe(400);
+      expect(refused.json()).toMatchObject({ error: expect.any(String), field: 'delivery_ids', message: expect.stringMatching(/delivery_ids/) });
+    }
+  });
+
   test("a source's test is stored marked as one, with the host intake is reached at, and delivered nowhere; a sender's mark is not kept", async () => {
     const { destination } = await createDestination({ event_patterns: ['*'] });
     const created = await api('POST', '/integrations', { name: 'GitHub, tested', source: { type: 'github' } });

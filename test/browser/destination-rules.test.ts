@@ -46,7 +46,7 @@ async function expectState(page: Page, row: Locator, state: string): Promise<voi
   await expect
     .poll(
       async () => {
-        const text = await row.locator('td').nth(1).textContent();
+        const text = await row.locator('td.state-cell').textContent();
         if (text !== state && (await refresh.isEnabled())) await refresh.click();
         return text;
       },
@@ -180,8 +180,8 @@ describe('a destination’s rules in the panel', { timeout: 180_000 }, () => {
     const sent = await sendWebhook('order.created', { id: 4, amount: 400 });
     const refusedRow = await deliveryRow(page, refused);
     await expectState(page, refusedRow, 'filtered');
-    expect(await refusedRow.locator('td').nth(2).textContent()).toBe('Not sent');
-    expect(await refusedRow.locator('td').nth(1).locator('[title]').getAttribute('title')).toBe("The destination's rules did not send it");
+    expect(await refusedRow.locator('td.last-attempt-cell').textContent()).toBe('Not sent');
+    expect(await refusedRow.locator('td.state-cell').locator('[title]').getAttribute('title')).toBe("The destination's rules did not send it");
     const sentRow = await deliveryRow(page, sent);
     await expectState(page, sentRow, 'succeeded');
     const repeat = await sendWebhook('order.created', { id: 4, amount: 400 });

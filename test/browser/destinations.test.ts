@@ -63,7 +63,7 @@ async function sendWebhook(event: string, data: unknown = {}): Promise<string> {
 
 /** Waits until the row's state badge reads `state` (pending rows are read again by the page itself). */
 async function expectState(row: Locator, state: string): Promise<void> {
-  await expect.poll(() => row.locator('td').nth(1).textContent(), { timeout: 20_000 }).toBe(state);
+  await expect.poll(() => row.locator('td.state-cell').textContent(), { timeout: 20_000 }).toBe(state);
 }
 
 function headerValue(headers: IncomingHttpHeaders, name: string): string {
@@ -345,6 +345,26 @@ describe('destinations in the panel', { timeout: 180_000 }, () => {
     // The delivery the 410 answered was settled; the next webhook goes through.
     const after = await sendWebhook('order.after');
     await expectState(await deliveryRow(page, after), 'succeeded');
+
+    // Picked one by one: two failing deliveries ticked and retried now, once the receiver is back.
+    answer = { status: 500, body: 'down again' };
+    const picked = [await sendWebhook('order.picked', { n: 1 }), await sendWebhook('order.picked', { n: 2 })];
+    const pickedRows = await Promise.all(picked.map((uuid) => deliveryRow(page, uuid)));
+    // Past its first attempt and the retry 5 s later, each waits minutes for its next.
+    for (const row of pickedRows) {
+      await expect.poll(async () => Number(await row.locator('td.numeric').textContent()), { timeout: 30_000 }).toBeGreaterThanOrEqual(2);
+    }
+    for (const row of pickedRows) await row.getByRole('checkbox').check();
+    // Ticking does not open the delivery.
+    expect(await page.getByRole('dialog', { name: 'Delivery details' }).count()).toBe(0);
+    answer = { status: 200, body: 'thanks' };
+    await page.getByRole('button', { name: 'Retry 2 selected now' }).click();
+    const selectedDialog = page.getByRole('dialog', { name: 'Retry selected deliveries now' });
+    expect(await selectedDialog.locator('.bulk-count').textContent()).toBe('2 deliveries');
+    await selectedDialog.getByRole('button', { name: 'Retry selected now' }).click();
+    await page.getByRole('status').filter({ hasText: 'Sent 2 selected deliveries again now' }).waitFor();
+    for (const row of pickedRows) await expectState(row, 'succeeded');
+    expect(await page.getByRole('button', { name: /selected now$/ }).count()).toBe(0);
 
     // The list keeps each row's figures current too: one more delivery shows without a reload.
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Destinations' }).click();

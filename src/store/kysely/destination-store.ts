@@ -107,8 +107,9 @@ export class KyselyDestinationStore extends KyselyStoreBase implements Destinati
     startedBefore: number,
     finish: RedeliveryFinish | undefined,
     state?: DeliveryState,
+    named?: boolean,
   ): Promise<RedeliveryStep> {
-    return redeliveries.replayStep(this.db, this.types, companyId, lease, ids, startedBefore, finish, state);
+    return redeliveries.replayStep(this.db, this.types, companyId, lease, ids, startedBefore, finish, state, named);
   }
   sendStep(companyId: string, lease: RedeliveryLease, webhooks: readonly SendCandidate[], finish?: RedeliveryFinish): Promise<RedeliveryStep> {
     return redeliveries.sendStep(this.db, this.types, this.groupRows, companyId, lease, webhooks, finish);

@@ -65,11 +65,15 @@ function newSeries(active: boolean, at: number) {
  * first: taking it would send twice at once). Never cancelled ones, nor pending ones whose
  * first attempt is still to come.
  */
-export function bulkReplayable(state: string | undefined) {
-  return (eb: ExpressionBuilder<Database, 'deliveries'>) =>
-    state === 'pending'
-      ? eb.and([eb('state', '=', 'pending'), eb('attempts', '>', 0), eb('lease_token', 'is', null)])
-      : eb('state', 'not in', ['cancelled', 'pending']);
+export function bulkReplayable(state: string | undefined, named = false) {
+  return (eb: ExpressionBuilder<Database, 'deliveries'>) => {
+    const failingNow = eb.and([eb('state', '=', 'pending'), eb('attempts', '>', 0), eb('lease_token', 'is', null)]);
+    const settled = eb('state', 'not in', ['cancelled', 'pending']);
+    if (state === 'pending') return failingNow;
+    // Deliveries a person picked one by one: what they see failing is taken whether it still retries or gave up.
+    if (named && state === undefined) return eb.or([failingNow, settled]);
+    return settled;
+  };
 }
 
 /**
@@ -259,6 +263,8 @@ export async function replayStep(
   finish: RedeliveryFinish | undefined,
   /** The replay's `state` filter: `pending` takes the failing ones waiting for a retry (bulkReplayable). */
   state?: string,
+  /** The ids were picked one by one (delivery_ids): failing ones are taken with the settled ones. */
+  named = false,
 ): Promise<RedeliveryStep> {
   return inStep(db, types, companyId, lease, async (trx, context) => {
     // Locked in id order, as every other writer of many deliveries locks them: two
@@ -272,7 +278,7 @@ export async function replayStep(
           .where('company_id', '=', companyId)
           .where('destination_id', '=', lease.destinationId)
           .where('id', 'in', [...ids])
-          .where(bulkReplayable(state))
+          .where(bulkReplayable(state, named))
           .where(notReplayedSince(startedBefore))
           .orderBy('id'),
       )
@@ -362,6 +368,20 @@ export async function scanReplay(
   limit: number,
   scanRows: number,
 ): Promise<ReplayScan> {
+  if (filter.deliveryIds !== undefined) {
+    // Named ones: at most 100 by their primary key, no range to bound.
+    let named = db
+      .selectFrom('deliveries')
+      .select(['id', 'created_at'])
+      .where('company_id', '=', companyId)
+      .where('destination_id', '=', filter.destinationId)
+      .where('id', 'in', filter.deliveryIds)
+      .where(bulkReplayable(filter.state, true))
+      .where(notReplayedSince(startedBefore));
+    if (filter.state !== undefined) named = named.where('state', '=', filter.state);
+    const rows = await named.orderBy('created_at').orderBy('id').limit(limit).execute();
+    return { items: rows.map((row) => ({ id: row.id, createdAt: Number(row.created_at) })), more: false };
+  }
   const ofDestination = () => {
     let select = db.selectFrom('deliveries').where('company_id', '=', companyId).where('destination_id', '=', filter.destinationId);
     if (filter.since !== undefined) select = select.where('created_at', '>=', filter.since);

@@ -15,7 +15,7 @@ import type { Destination } from './destination-shared';
  */
 
 /** A bulk action's request, kept to ask for the next batch when more matched than one call takes. */
-type BulkRequest = { kind: 'replay' | 'retry' | 'send'; body: Record<string, unknown> };
+type BulkRequest = { kind: 'replay' | 'retry' | 'send' | 'selected'; body: Record<string, unknown> };
 /** What a bulk action answered, said above the list until the next one. */
 type BulkAnswer = { replayed?: number; created?: number; skipped?: number; more: boolean; next_since?: string };
 
@@ -25,6 +25,8 @@ type BulkAnswer = { replayed?: number; created?: number; skipped?: number; more:
  */
 export function useBulkActions(destination: Destination, onDone: () => void) {
   const [dialog, setDialog] = useState<BulkRequest['kind']>();
+  // The deliveries picked in the list, for 'selected'.
+  const [picked, setPicked] = useState<string[]>([]);
   const [result, setResult] = useState<{ request: BulkRequest; answer: BulkAnswer }>();
   const run = async (request: BulkRequest) => {
     const path = request.kind === 'send' ? `/destinations/${destination.id}/send` : '/deliveries/replay';
@@ -35,7 +37,10 @@ export function useBulkActions(destination: Destination, onDone: () => void) {
   };
   const close = () => setDialog(undefined);
   return {
-    open: setDialog,
+    open: (kind: BulkRequest['kind'], ids: string[] = []) => {
+      setPicked(ids);
+      setDialog(kind);
+    },
     notice: result && (
       <BulkNotice kind={result.request.kind} answer={result.answer} again={() => run(nextBatch(result.request, result.answer))} />
     ),
@@ -46,6 +51,8 @@ export function useBulkActions(destination: Destination, onDone: () => void) {
         <RetryNowDialog destination={destination} onClose={close} run={(body) => run({ kind: 'retry', body })} />
       ) : dialog === 'send' ? (
         <SendStoredDialog destination={destination} onClose={close} run={(body) => run({ kind: 'send', body })} />
+      ) : dialog === 'selected' ? (
+        <RetrySelectedDialog destination={destination} ids={picked} onClose={close} run={(body) => run({ kind: 'selected', body })} />
       ) : null,
   };
 }
@@ -81,7 +88,9 @@ function BulkNotice({ kind, answer, again }: { kind: BulkRequest['kind']; answer
             ? `Replayed ${plural(answer.replayed, 'failed delivery', 'failed deliveries')}: each starts a new series of attempts.`
             : kind === 'retry'
               ? `Retried ${plural(answer.replayed, 'failing delivery', 'failing deliveries')} now: each starts a new series of attempts.`
-              : `Created ${plural(answer.created, 'delivery', 'deliveries')} for stored webhooks` +
+              : kind === 'selected'
+                ? `Sent ${plural(answer.replayed, 'selected delivery', 'selected deliveries')} again now: each starts a new series of attempts.`
+                : `Created ${plural(answer.created, 'delivery', 'deliveries')} for stored webhooks` +
               (answer.skipped ? `; ${plural(answer.skipped, 'webhook', 'webhooks')} already had one.` : '.')}
           {answer.more && ' More matched than one call takes.'}
         </span>
@@ -145,6 +154,27 @@ function RetryNowDialog({
         {destination.status === 'active' ? ' at once' : ' once the destination is resumed'}; an attempt under way finishes first.
       </p>
       <p className="muted small">Deliveries that gave up after their last retry are failed: replay those with Replay failed deliveries.</p>
+    </FormDialog>
+  );
+}
+
+/**
+ * Deliveries picked in the list, one by one: each failing one retried now, each that gave up
+ * (or succeeded, or was held) replayed; the rest (never attempted, in flight, cancelled) left.
+ */
+function RetrySelectedDialog({ destination, ids, onClose, run }: BulkDialogProps & { ids: string[] }) {
+  const body = { destination_id: destination.id, delivery_ids: ids };
+  return (
+    <FormDialog title="Retry selected deliveries now" submitLabel="Retry selected now" onClose={onClose} onSubmit={() => run(body)}>
+      <p>
+        Of the {numberFormat.format(ids.length)} selected, this sends <WouldTake body={body} noun={['delivery', 'deliveries']} /> of{' '}
+        <strong>{destination.name}</strong> again as a new series of attempts
+        {destination.status === 'active' ? ', at once' : ', once the destination is resumed'}: the failing ones instead of at their
+        next retry, and those that gave up.
+      </p>
+      <p className="muted small">
+        Left out: those not attempted yet or with an attempt under way, and those sent again in the last minute.
+      </p>
     </FormDialog>
   );
 }

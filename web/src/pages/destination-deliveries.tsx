@@ -8,13 +8,22 @@ import { DeliveryDetailDialog } from './delivery-detail';
 import { DELIVERY_STATES, DeliveryStateBadge, Outcome, type Delivery, type DeliveryState, type Destination } from './destination-shared';
 
 const PAGE_SIZE = 50;
+/** The most a selection may name (the API's delivery_ids). */
+const MAX_PICKED = 100;
+
+/** What a person can send again by hand: settled ones, and failing ones waiting for their next retry. */
+function pickable(delivery: Delivery): boolean {
+  if (delivery.state === 'pending') return delivery.attempts > 0;
+  return delivery.state === 'failed' || delivery.state === 'succeeded' || delivery.state === 'held';
+}
 /** While a delivery on the first page is about to change, the list is read again this often. */
 const REFRESH_MS = 4000;
 
 /**
  * A destination's deliveries, newest first, filtered by state (in the URL, with the open
- * delivery), each opening its attempts; replaying the failed ones in bulk and sending
- * webhooks stored before the destination existed.
+ * delivery), each opening its attempts; sending again the ones ticked, retrying the failing
+ * ones or replaying the failed ones in bulk, and sending webhooks stored before the
+ * destination existed.
  */
 export function DestinationDeliveries({
   destination,
@@ -63,7 +72,22 @@ export function DestinationDeliveries({
     setRefresh((n) => n + 1);
     onChanged();
   };
-  const bulk = useBulkActions(destination, changed);
+  // Deliveries ticked in the list, for "Retry selected now"; only those still shown count.
+  const [picked, setPicked] = useState<Set<string>>(() => new Set());
+  const bulk = useBulkActions(destination, () => {
+    setPicked(new Set());
+    changed();
+  });
+  const shownPicked = rows.filter((d) => picked.has(d.id) && pickable(d)).map((d) => d.id);
+  const pickableRows = rows.filter(pickable).slice(0, MAX_PICKED);
+  const allPicked = pickableRows.length > 0 && pickableRows.every((d) => picked.has(d.id));
+  const toggle = (id: string, on: boolean) =>
+    setPicked((previous) => {
+      const next = new Set(previous);
+      if (on && next.size < MAX_PICKED) next.add(id);
+      else next.delete(id);
+      return next;
+    });
 
   return (
     <section className="card destination-deliveries" aria-labelledby="deliveries-heading">
@@ -75,6 +99,11 @@ export function DestinationDeliveries({
         <div className="actions">
           {manage && (
             <>
+              {shownPicked.length > 0 && (
+                <button type="button" className="button primary" onClick={() => bulk.open('selected', shownPicked)}>
+                  Retry {numberFormat.format(shownPicked.length)} selected now
+                </button>
+              )}
               <button type="button" className="button" onClick={() => bulk.open('retry')}>
                 Retry failing now
               </button>
@@ -123,6 +152,17 @@ export function DestinationDeliveries({
             <table className="deliveries-table">
               <thead>
                 <tr>
+                  {manage && (
+                    <th scope="col" className="pick-cell">
+                      <input
+                        type="checkbox"
+                        aria-label="Select every delivery that can be sent again"
+                        checked={allPicked}
+                        disabled={pickableRows.length === 0}
+                        onChange={(e) => setPicked(e.target.checked ? new Set(pickableRows.map((d) => d.id)) : new Set())}
+                      />
+                    </th>
+                  )}
                   <th scope="col">Event</th>
                   <th scope="col">State</th>
                   <th scope="col">Last attempt</th>
@@ -143,14 +183,26 @@ export function DestinationDeliveries({
                     onClick={() => open(delivery.id)}
                     onKeyDown={onActivate(() => open(delivery.id))}
                   >
+                    {manage && (
+                      <td className="pick-cell" onClick={(e) => e.stopPropagation()} onKeyDown={(e) => e.stopPropagation()}>
+                        {pickable(delivery) && (
+                          <input
+                            type="checkbox"
+                            aria-label={`Select ${delivery.event} (${delivery.id})`}
+                            checked={picked.has(delivery.id)}
+                            onChange={(e) => toggle(delivery.id, e.target.checked)}
+                          />
+                        )}
+                      </td>
+                    )}
                     <td className="wrap">
                       <span className="event-name">{delivery.event}</span>
                       <div className="muted small mono">{delivery.webhook_uuid}</div>
                     </td>
-                    <td>
+                    <td className="state-cell">
                       <DeliveryStateBadge state={delivery.state} />
                     </td>
-                    <td>
+                    <td className="last-attempt-cell">
                       {delivery.last_attempt_at ? (
                         <>
                           <Outcome status={delivery.last_status} error={delivery.last_error} />{' '}
