@@ -136,7 +136,8 @@ describe('destinations in the panel', { timeout: 180_000 }, () => {
     expect(new Webhook(secret).verify(delivered.body.toString('utf8'), flat)).toEqual({ event: 'order.created', data: { id: 1 } });
 
     // The receiver fails: the attempt shows its 500 and what the receiver said.
-    answer = { status: 500, body: 'receiver down' };
+    // Its answer one long line, as a minified JSON error often is.
+    answer = { status: 500, body: `receiver down ${JSON.stringify({ error: { code: 'upstream_unavailable', trace: 'x'.repeat(600) } })}` };
     const second = await sendWebhook('order.cancelled', { id: 2 });
     const secondRow = await deliveryRow(page, second);
     await expect.poll(() => secondRow.textContent(), { timeout: 15_000 }).toContain('500 Internal Server Error');
@@ -170,8 +171,9 @@ describe('destinations in the panel', { timeout: 180_000 }, () => {
     const detail = page.getByRole('dialog', { name: 'Delivery details' });
     const failedAttempt = detail.locator('.attempts-table tbody tr', { hasText: '500 Internal Server Error' }).first();
     await failedAttempt.waitFor();
-    await failedAttempt.locator('summary', { hasText: 'receiver down' }).waitFor();
-    // At 1280 px the attempts fit the dialog: nothing to scroll sideways to.
+    await failedAttempt.locator('summary', { hasText: 'receiver down' }).click();
+    await failedAttempt.locator('pre', { hasText: 'upstream_unavailable' }).waitFor();
+    // At 1280 px the attempts fit the dialog, the long answer opened: nothing to scroll sideways to.
     const attemptsWrap = detail.locator('.table-wrap', { has: page.locator('.attempts-table') });
     expect(await attemptsWrap.evaluate((wrap) => wrap.scrollWidth - wrap.clientWidth)).toBeLessThanOrEqual(0);
 
