@@ -131,12 +131,6 @@ export const ERRORS = {
     message: 'The email or password is not correct.',
     when: "Sign-in with a wrong email or password.",
   },
-  two_factor_required: {
-    status: 401,
-    title: 'Two-factor code required',
-    message: 'Enter the 6-digit code from your authenticator app, or one of your recovery codes.',
-    when: "The account has two-factor sign-in on: send the code from the authenticator app or a recovery code.",
-  },
   invalid_two_factor_code: {
     status: 401,
     title: 'Invalid two-factor code',

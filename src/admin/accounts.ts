@@ -5,7 +5,7 @@ import type { SecretBox } from '../domain/secret-box.js';
 import { newRecoveryCodes, newTotpSecret, otpauthUri, recoveryCodeHash, totpStep } from '../domain/two-factor.js';
 import { AppError } from '../errors.js';
 import { addressKey } from '../intake/auth-failures.js';
-import type { Store, UserAccount } from '../store/store.js';
+import type { AuditEvent, PasswordReset, Store, UserAccount } from '../store/store.js';
 import { linkTokenHash, newLinkToken, PASSWORD_RESET_LIFETIME_MS, passwordResetUrl } from './links.js';
 import type { Mailer } from './mailer.js';
 import type { SignInGuard } from './sign-in-guard.js';
@@ -29,7 +29,8 @@ const RESET_REQUESTS_PER_ADDRESS = 10;
  * What a person does with their own account: change or reset the password, turn two-factor
  * sign-in on or off, renew recovery codes. Only the holder chooses the password: the
  * current one, a one-time link sent to them, or one printed for the operator, never
- * anyone else's say. Every change that must end sessions ends them in its transaction.
+ * anyone else's say. Every change that must end sessions ends them in its transaction, and
+ * goes into the audit log of each company of the user in it too (by the user, of the user).
  */
 export class Accounts {
   private readonly store: Store;
@@ -57,7 +58,8 @@ export class Accounts {
   async changePassword(userId: string, input: { currentPassword: string; newPassword: string }, ip: string, keepSession: string) {
     const user = await this.confirmPassword(userId, input.currentPassword, ip);
     const hash = await newPasswordHash(this.deps.guard, input.newPassword, ip, 'new_password');
-    await this.store.setPassword(user.id, hash, this.now(), keepSession);
+    const at = this.now();
+    await this.store.setPassword(user.id, hash, at, keepSession, accountAudit('account.password_change', user, ip, at));
     this.deps.logger.info({ userId }, 'password changed; other sessions ended');
   }
 
@@ -97,13 +99,21 @@ export class Accounts {
     });
   }
 
+  /** The account a reset link is for, while it can be used; reading it does not use it up. */
+  async checkPasswordReset(token: string): Promise<PasswordReset> {
+    const reset = await this.store.findUsablePasswordReset(linkTokenHash(token), this.now());
+    if (!reset) throw new AppError('reset_link_invalid');
+    return reset;
+  }
+
   /** Sets the password from a reset link; every session of the account ends. */
   async completePasswordReset(token: string, password: string, ip: string): Promise<void> {
-    const hash = linkTokenHash(token);
     // Checked before the password is hashed: guessing links costs the server nothing.
-    if (!(await this.store.isPasswordResetUsable(hash, this.now()))) throw new AppError('reset_link_invalid');
+    const reset = await this.checkPasswordReset(token);
     const passwordHash = await newPasswordHash(this.deps.guard, password, ip, 'password');
-    const userId = await this.store.resetPassword(hash, this.now(), passwordHash);
+    const at = this.now();
+    const user = { id: reset.userId, email: reset.email };
+    const userId = await this.store.resetPassword(linkTokenHash(token), at, passwordHash, accountAudit('account.password_reset', user, ip, at));
     if (userId === undefined) throw new AppError('reset_link_invalid');
     this.deps.logger.info({ userId }, 'password reset; every session ended');
   }
@@ -118,20 +128,19 @@ export class Accounts {
   }
 
   /** Turns two-factor on once a code of the pending secret proves the app has it; every other session ends. */
-  async enableTwoFactor(userId: string, code: string, keepSession: string): Promise<string[]> {
+  async enableTwoFactor(userId: string, code: string, keepSession: string, ip: string): Promise<string[]> {
     const user = await this.user(userId);
     if (user.totpSecret !== null) throw new AppError('conflict', 'Two-factor sign-in is on already.');
     if (user.totpPendingSecret === null) throw new AppError('conflict', 'Start the setup first: there is no secret waiting for a code.');
     const step = totpStep(this.deps.secrets.open(user.totpPendingSecret), code, this.now());
     if (step === undefined) throw new AppError('invalid_two_factor_code', 'That code does not match: check the app and the time of this device, and try the next code.');
     const codes = newRecoveryCodes();
-    const enabled = await this.store.enableTwoFactor(user.id, {
-      sealedSecret: user.totpPendingSecret,
-      step,
-      recoveryCodeHashes: codes.map(recoveryCodeHash),
-      at: this.now(),
-      keepSession,
-    });
+    const at = this.now();
+    const enabled = await this.store.enableTwoFactor(
+      user.id,
+      { sealedSecret: user.totpPendingSecret, step, recoveryCodeHashes: codes.map(recoveryCodeHash), at, keepSession },
+      accountAudit('account.two_factor_enable', user, ip, at),
+    );
     if (!enabled) throw new AppError('conflict', 'The setup was restarted meanwhile: scan the new code and try again.');
     this.deps.logger.info({ userId }, 'two-factor sign-in turned on; other sessions ended');
     return codes;
@@ -148,7 +157,7 @@ export class Accounts {
         `${requiring.map((m) => m.companyName).join(', ')} ${requiring.length === 1 ? 'requires' : 'require'} two-factor sign-in of its members: it stays on.`,
       );
     }
-    await this.store.disableTwoFactor(user.id);
+    await this.store.disableTwoFactor(user.id, accountAudit('account.two_factor_disable', user, ip, this.now()));
     this.deps.logger.info({ userId }, 'two-factor sign-in turned off');
   }
 
@@ -157,7 +166,8 @@ export class Accounts {
     const user = await this.confirmPassword(userId, password, ip);
     if (user.totpSecret === null) throw new AppError('conflict', 'Two-factor sign-in is off: there are no recovery codes.');
     const codes = newRecoveryCodes();
-    await this.store.replaceRecoveryCodes(user.id, codes.map(recoveryCodeHash), this.now());
+    const at = this.now();
+    await this.store.replaceRecoveryCodes(user.id, codes.map(recoveryCodeHash), at, accountAudit('account.recovery_codes_renew', user, ip, at));
     return codes;
   }
 
@@ -178,6 +188,14 @@ export class Accounts {
     if (!user) throw new AppError('not_signed_in');
     return user;
   }
+}
+
+/**
+ * A change of the user's own account for the audit logs of their companies: by them, of
+ * them, with their email (never a password, a secret or a code).
+ */
+function accountAudit(action: string, user: { id: string; email: string }, ip: string, at: number): AuditEvent {
+  return { actor: { type: 'user', id: user.id, ip }, action, targetType: 'user', targetId: user.id, after: { email: user.email }, at };
 }
 
 /** The hash of a password someone chose for their own account, within the bounds on password work. */

@@ -9,7 +9,8 @@ import type { SignInGuard } from './sign-in-guard.js';
  * Sign-in with email, password and, when the account has it, a second factor. One message
  * for a wrong email and a wrong password alike, and the same work for both (the guard's decoy hash).
  * Every attempt is counted before the password is checked and given back only when it did
- * not fail; a right password without the code is not a failure, a wrong code is.
+ * not fail; a right password without the code is not a failure (the step asking for the
+ * code, `TwoFactorRequired`), a wrong code is.
  */
 export class SignIn {
   /** Refused sign-ins since start, by the code they were refused with (exposed in /metrics). */
@@ -28,16 +29,15 @@ export class SignIn {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** A new session, or the AppError that refuses it (counted in `failures`). */
+  /** A new session, the step asking for the second factor, or the AppError that refuses it (counted in `failures`). */
   async signIn(
     credentials: { email: string; password: string; twoFactorCode?: string },
     ip: string,
     userAgent: string | null,
-  ): Promise<SignedIn> {
+  ): Promise<SignedIn | TwoFactorRequired> {
     try {
       return await this.check(credentials, ip, userAgent);
     } catch (error) {
-      // A right password still waiting for its code (two_factor_required) is a step, not a failure.
       if (error instanceof AppError && Object.hasOwn(this.failures, error.code)) this.failures[error.code as SignInFailure]++;
       throw error;
     }
@@ -47,7 +47,7 @@ export class SignIn {
     credentials: { email: string; password: string; twoFactorCode?: string },
     ip: string,
     userAgent: string | null,
-  ): Promise<SignedIn> {
+  ): Promise<SignedIn | TwoFactorRequired> {
     const account = credentials.email.trim().toLowerCase();
     let user: UserAccount | undefined;
     const attempt = await this.guard.checkPassword(account, ip, credentials.password, async () => {
@@ -58,7 +58,7 @@ export class SignIn {
     if (user.totpSecret !== null) {
       if (credentials.twoFactorCode === undefined || credentials.twoFactorCode.trim() === '') {
         attempt.giveBack();
-        throw new AppError('two_factor_required');
+        return { twoFactorRequired: true };
       }
       // A wrong code is a failed attempt: its count stays.
       if (!(await verifySecondFactor(this.store, this.secrets, user, credentials.twoFactorCode, this.now()))) {
@@ -68,6 +68,11 @@ export class SignIn {
     attempt.giveBack();
     return this.sessions.start(user, ip, userAgent);
   }
+}
+
+/** The password was right and the account has two-factor sign-in: the same credentials again, with the code. */
+export interface TwoFactorRequired {
+  twoFactorRequired: true;
 }
 
 /**

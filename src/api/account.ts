@@ -14,8 +14,8 @@ const CHANGE_RESPONSES = { ...ERROR_RESPONSES, 409: ErrorResponse, 503: ErrorRes
 
 /**
  * /api/v1/account: the signed-in person's own account (a session only, never a key):
- * password and two-factor sign-in. Not a company's, so nothing here is in a company's
- * audit log; the service's log records each change.
+ * password and two-factor sign-in. Not a company's: each change goes into the audit log of
+ * every company the person belongs to (`account.*`, by and of the user).
  */
 export async function accountRoutes(app: AppInstance, deps: ApiDeps): Promise<void> {
   const tags = ['Account'];
@@ -63,7 +63,7 @@ export async function accountRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
         summary: 'Change your password',
         description:
           'Needs the current password (a wrong one counts as a failed sign-in). Every other session of the account ends; ' +
-          'this one goes on.',
+          'this one goes on. In the audit log of each of your companies as `account.password_change`.',
         security,
         body: Type.Object({ current_password: Password('Your password now.'), new_password: Password('At least 12 characters.') }),
         response: { 204: Type.Null(), ...CHANGE_RESPONSES },
@@ -113,7 +113,8 @@ export async function accountRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
         summary: 'Turn two-factor sign-in on',
         description:
           'With a current code of the secret from setup. Answers the recovery codes, once. Every other session of the ' +
-          'account ends (they did not pass the second factor).',
+          'account ends (they did not pass the second factor). In the audit log of each of your companies as ' +
+          '`account.two_factor_enable`.',
         security,
         body: Type.Object({ code: Type.String({ maxLength: 16, description: 'The 6 digits the app shows.' }) }),
         response: { 200: RecoveryCodes, ...CHANGE_RESPONSES },
@@ -121,7 +122,7 @@ export async function accountRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
     },
     async (request) => {
       const session = sessionOf(request);
-      return { recovery_codes: await deps.accounts.enableTwoFactor(session.userId, request.body.code, session.idHash) };
+      return { recovery_codes: await deps.accounts.enableTwoFactor(session.userId, request.body.code, session.idHash, request.ip) };
     },
   );
 
@@ -132,7 +133,9 @@ export async function accountRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
       schema: {
         tags,
         summary: 'Turn two-factor sign-in off',
-        description: 'Needs the password. 409 while a company of yours requires two-factor sign-in.',
+        description:
+          'Needs the password. 409 while a company of yours requires two-factor sign-in. In the audit log of each of your ' +
+          'companies as `account.two_factor_disable`.',
         security,
         body: Type.Object({ password: Password('Your password.') }),
         response: { 204: Type.Null(), ...CHANGE_RESPONSES },
@@ -151,7 +154,9 @@ export async function accountRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
       schema: {
         tags,
         summary: 'New recovery codes',
-        description: 'Needs the password. The old codes stop working. 409 when two-factor sign-in is off.',
+        description:
+          'Needs the password. The old codes stop working. 409 when two-factor sign-in is off. In the audit log of each of ' +
+          'your companies as `account.recovery_codes_renew`.',
         security,
         body: Type.Object({ password: Password('Your password.') }),
         response: { 200: RecoveryCodes, ...CHANGE_RESPONSES },

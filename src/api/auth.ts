@@ -8,7 +8,7 @@ import { Management } from '../services/management.js';
 import type { AppInstance } from '../app-instance.js';
 import { AppError } from '../errors.js';
 import { managementOptions, noContent, principalOf, type ApiDeps } from './context.js';
-import { ERROR_RESPONSES, ErrorResponse, Id, RoleSchema } from './schemas.js';
+import { ERROR_RESPONSES, ErrorResponse, Id, iso, RoleSchema, Timestamp } from './schemas.js';
 
 export const SessionSchema = Type.Object(
   {
@@ -31,6 +31,15 @@ export const SessionSchema = Type.Object(
     environment: Type.String({ description: 'development, staging or production.' }),
   },
   { $id: 'Session' },
+);
+
+/** The answer to a right password of an account with two-factor sign-in, before its code. */
+const TwoFactorStep = Type.Object(
+  {
+    two_factor_required: Type.Literal(true),
+    message: Type.String(),
+  },
+  { $id: 'TwoFactorStep', description: 'Send the same body again with `two_factor_code`.' },
 );
 
 const Password = (description: string) => Type.String({ maxLength: 1024, description });
@@ -86,8 +95,9 @@ export async function authRoutes(app: AppInstance, deps: ApiDeps): Promise<void>
         summary: 'Sign in',
         description:
           'Starts a session: a new HttpOnly cookie, ending after 12 hours unused or 7 days in all. The message never says ' +
-          'which of email or password was wrong. An account with two-factor sign-in answers 401 `two_factor_required` to a ' +
-          'right password without `two_factor_code`: send the same body again with the code (or a recovery code). Attempts ' +
+          'which of email or password was wrong. An account with two-factor sign-in answers a right password without ' +
+          '`two_factor_code` with 202 `{"two_factor_required": true, "message": …}` and no session: a step, not an error. ' +
+          'Send the same body again with the code (or a recovery code). Attempts ' +
           'are counted before the password is checked: 5 failures per account and 20 per address in 15 minutes, then 429. ' +
           'Passwords are checked a few at a time: 429 when this address has two being checked, 503 when the server is busy ' +
           'with others, both at once and with Retry-After.',
@@ -97,13 +107,19 @@ export async function authRoutes(app: AppInstance, deps: ApiDeps): Promise<void>
           password: Password('The password.'),
           two_factor_code: Type.Optional(Type.String({ maxLength: 64, description: 'The 6-digit code of the app, or a recovery code.' })),
         }),
-        response: { 200: SessionSchema, ...ERROR_RESPONSES, 503: ErrorResponse },
+        response: { 200: SessionSchema, 202: TwoFactorStep, ...ERROR_RESPONSES, 503: ErrorResponse },
       },
     },
     async (request, reply) => {
       const { email, password, two_factor_code } = request.body;
-      const signedIn = await deps.signIn.signIn({ email, password, twoFactorCode: two_factor_code }, request.ip, userAgentOf(request));
-      return startSession(deps, reply, signedIn);
+      const result = await deps.signIn.signIn({ email, password, twoFactorCode: two_factor_code }, request.ip, userAgentOf(request));
+      if ('twoFactorRequired' in result) {
+        return reply.code(202).send({
+          two_factor_required: true,
+          message: 'Enter the 6-digit code from your authenticator app, or one of your recovery codes.',
+        });
+      }
+      return startSession(deps, reply, result);
     },
   );
 
@@ -222,6 +238,28 @@ export async function authRoutes(app: AppInstance, deps: ApiDeps): Promise<void>
   );
 
   app.post(
+    '/auth/password-reset/check',
+    {
+      config: { public: true },
+      schema: {
+        tags,
+        summary: 'Check a reset link',
+        description:
+          'For the page the link opens (`/admin/reset-password?token=…`): the email of the account whose password it sets, ' +
+          'and until when it works. Reading it does not use it up. A wrong, used or expired link is 403 ' +
+          '`reset_link_invalid`. (A POST, so the token is not in a URL.)',
+        security: [],
+        body: Type.Object({ token: Token }),
+        response: { 200: Type.Object({ email: Type.String(), expires_at: Timestamp }), ...ERROR_RESPONSES },
+      },
+    },
+    async (request) => {
+      const reset = await deps.accounts.checkPasswordReset(request.body.token);
+      return { email: reset.email, expires_at: iso(reset.expiresAt) };
+    },
+  );
+
+  app.post(
     '/auth/password-reset/complete',
     {
       config: { public: true },
@@ -231,7 +269,8 @@ export async function authRoutes(app: AppInstance, deps: ApiDeps): Promise<void>
         description:
           'Uses up the link (`/admin/reset-password?token=…`) and sets the password; every session of the account ends, ' +
           'so sign in again (with the two-factor code when it is on: a reset does not turn it off). A wrong, used or ' +
-          'expired link is 403 `reset_link_invalid`.',
+          'expired link is 403 `reset_link_invalid`. In the audit log of each company of the account as ' +
+          '`account.password_reset`.',
         security: [],
         body: Type.Object({ token: Token, password: Password('At least 12 characters.') }),
         response: { 204: Type.Null(), ...ERROR_RESPONSES, 503: ErrorResponse },

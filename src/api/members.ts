@@ -11,6 +11,9 @@ export const MemberSchema = Type.Object(
     email: Type.String(),
     role: RoleSchema,
     added_at: Timestamp,
+    last_owner: Type.Boolean({
+      description: 'The only owner: neither removed nor made admin or viewer (409) until another member is an owner.',
+    }),
   },
   { $id: 'Member' },
 );
@@ -48,7 +51,8 @@ export async function memberRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
         (query) => deps.store.listMembers(companyId, query),
         (last) => ({ at: last.addedAt, id: last.userId }),
       );
-      return { data: page.items.map(presentMember), next_cursor: page.next_cursor };
+      const owners = await deps.store.countOwners(companyId);
+      return { data: page.items.map((member) => presentMember(member, owners)), next_cursor: page.next_cursor };
     },
   );
 
@@ -67,7 +71,7 @@ export async function memberRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
       const { companyId } = principalOf(request);
       const member = await deps.store.getMember(companyId, request.params.user_id);
       if (!member) throw new AppError('not_found', `No member with id ${request.params.user_id}.`);
-      return presentMember(member);
+      return presentMember(member, await deps.store.countOwners(companyId));
     },
   );
 
@@ -87,7 +91,7 @@ export async function memberRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
     async (request) => {
       const { companyId } = principalOf(request);
       const member = await managementFor(deps, request).changeMemberRole(companyId, request.params.user_id, request.body.role);
-      return presentMember(member);
+      return presentMember(member, await deps.store.countOwners(companyId));
     },
   );
 
@@ -113,6 +117,12 @@ export async function memberRoutes(app: AppInstance, deps: ApiDeps): Promise<voi
   );
 }
 
-function presentMember(member: Member) {
-  return { user_id: member.userId, email: member.email, role: member.role, added_at: iso(member.addedAt) };
+function presentMember(member: Member, owners: number) {
+  return {
+    user_id: member.userId,
+    email: member.email,
+    role: member.role,
+    added_at: iso(member.addedAt),
+    last_owner: member.role === 'owner' && owners <= 1,
+  };
 }

@@ -38,9 +38,17 @@ export function registerUserCommands(program: Command): void {
     .requiredOption('--email <email>', "the account's email")
     .option('--json', 'print one JSON object')
     .action((options: { email: string; json?: boolean }) =>
-      withStore(async ({ store }) => {
+      withStore(async ({ store, actor }) => {
         const account = await findAccount(store, options.email);
-        await store.disableTwoFactor(account.id);
+        const at = Date.now();
+        await store.disableTwoFactor(account.id, {
+          actor,
+          action: 'account.two_factor_disable',
+          targetType: 'user',
+          targetId: account.id,
+          after: { email: account.email },
+          at,
+        });
         await store.deleteSessionsOfUser(account.id);
         print({ id: account.id, email: account.email, two_factor_enabled: false }, options);
       }),

@@ -1,6 +1,10 @@
 import type { Role } from '../domain/permissions.js';
+import type { AuditEvent } from './audit-store.js';
 
-/** Accounts, their sessions, passwords and second factors. */
+/**
+ * Accounts, their sessions, passwords and second factors. A change's `audit` goes into the
+ * audit log of every company the user belongs to, in the change's transaction.
+ */
 export interface AccountStore {
   // Accounts, sessions and sign-in: a user is not a company's, so these take no company.
   findUserByEmail(email: string): Promise<UserAccount | undefined>;
@@ -14,12 +18,12 @@ export interface AccountStore {
   deleteSession(idHash: string): Promise<void>;
   deleteSessionsOfUser(userId: string): Promise<number>;
   /** A new password; every session of the user but `keepSession` ends, every reset link is used up. */
-  setPassword(userId: string, passwordHash: string, at: number, keepSession: string | null): Promise<void>;
+  setPassword(userId: string, passwordHash: string, at: number, keepSession: string | null, audit?: AuditEvent): Promise<void>;
   createPasswordReset(userId: string, tokenHash: string, createdAt: number, expiresAt: number): Promise<void>;
-  /** Whether a reset link can be used at `now` (a cheap check before hashing a password). */
-  isPasswordResetUsable(tokenHash: string, now: number): Promise<boolean>;
+  /** The reset link if it can be used at `now`, and whose it is (a cheap check, reading only). */
+  findUsablePasswordReset(tokenHash: string, now: number): Promise<PasswordReset | undefined>;
   /** Uses up the link and sets the password; every session ends. The user's id, or undefined. */
-  resetPassword(tokenHash: string, now: number, passwordHash: string): Promise<string | undefined>;
+  resetPassword(tokenHash: string, now: number, passwordHash: string, audit?: AuditEvent): Promise<string | undefined>;
   /** Starts (or restarts) two-factor enrolment with a sealed secret. */
   setPendingTwoFactor(userId: string, sealedSecret: string): Promise<void>;
   /**
@@ -29,9 +33,10 @@ export interface AccountStore {
   enableTwoFactor(
     userId: string,
     change: { sealedSecret: string; step: number; recoveryCodeHashes: string[]; at: number; keepSession: string | null },
+    audit?: AuditEvent,
   ): Promise<boolean>;
-  disableTwoFactor(userId: string): Promise<void>;
-  replaceRecoveryCodes(userId: string, codeHashes: string[], at: number): Promise<void>;
+  disableTwoFactor(userId: string, audit?: AuditEvent): Promise<void>;
+  replaceRecoveryCodes(userId: string, codeHashes: string[], at: number, audit?: AuditEvent): Promise<void>;
   /** Marks the TOTP step used, unless it or a later one was: false means a replayed code. */
   useTotpStep(userId: string, step: number): Promise<boolean>;
   /** Uses up an unused recovery code; false when there is none with this hash. */
@@ -51,6 +56,13 @@ export interface UserAccount {
   totpPendingSecret: string | null;
   /** The last TOTP step accepted. */
   totpLastStep: number | null;
+}
+
+/** A usable password reset link: whose account it sets the password of, and until when. */
+export interface PasswordReset {
+  userId: string;
+  email: string;
+  expiresAt: number;
 }
 
 export interface UserMembership {

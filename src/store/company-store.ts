@@ -55,6 +55,8 @@ export interface CompanyStore {
   /** The company's members with their email, newest first (cursor: when added and user id). */
   listMembers(companyId: string, query: { limit: number; cursor?: PageCursor }): Promise<Member[]>;
   getMember(companyId: string, userId: string): Promise<Member | undefined>;
+  /** How many owners the company has (a last owner can be neither removed nor demoted). */
+  countOwners(companyId: string): Promise<number>;
   /** Sets a member's role, or removes the member (role null), unless no owner would be left. */
   changeMember(companyId: string, userId: string, role: Role | null, audit: AuditEvent): Promise<MemberChange>;
   /** The company before and after the change, or undefined when there is none. */

@@ -90,6 +90,26 @@ describe('password reset', () => {
     await signIn(t.app, me.email, 'chosen by the holder');
   });
 
+  test('the page checks its link when it opens: the email for a usable link, without using it up; 403 for a used, expired or wrong one', async () => {
+    const me = await person();
+    const token = tokenOf(await passwordResetLink(t.store, t.config.baseUrl, (await t.store.findUserByEmail(me.email))!.id));
+    const check = () => api('POST', '/auth/password-reset/check', {}, { token });
+    for (let i = 0; i < 2; i++) {
+      const checked = await check();
+      expect(checked.statusCode, checked.body).toBe(200);
+      expect(checked.json()).toEqual({ email: me.email, expires_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
+    }
+    expect((await api('GET', '/auth/session', me.read)).statusCode).toBe(200);
+    expect((await api('POST', '/auth/password-reset/complete', {}, { token, password: 'chosen after a check' })).statusCode).toBe(204);
+
+    const late = tokenOf(await passwordResetLink(t.store, t.config.baseUrl, (await t.store.findUserByEmail(me.email))!.id, Date.now() - 60 * 60 * 1000 - 1));
+    for (const refused of [await check(), await api('POST', '/auth/password-reset/check', {}, { token: late }), await api('POST', '/auth/password-reset/check', {}, { token: 'made-up' })]) {
+      expect(refused.statusCode).toBe(403);
+      expect(refused.json()).toMatchObject({ error: 'Reset link not valid', message: expect.any(String), code: 'reset_link_invalid' });
+    }
+    expect(Number((await check()).headers['ratelimit-remaining'])).toBeGreaterThanOrEqual(0);
+  });
+
   test('the operator prints a link with the CLI: intake user reset-password --email', async () => {
     const me = await person();
     const { json: printed } = await runCliJson<{ reset_url: string }>(['user', 'reset-password', '--email', me.email.toUpperCase()], {
@@ -129,8 +149,9 @@ describe('two-factor sign-in', () => {
     expect((await api('GET', '/account', me.read)).json()).toMatchObject({ two_factor_enabled: true, recovery_codes_left: 10 });
 
     const withoutCode = await signInWith(me.email);
-    expect(withoutCode.statusCode).toBe(401);
-    expect(withoutCode.json()).toMatchObject({ code: 'two_factor_required', error: 'Two-factor code required' });
+    // A step, not an error: 202 and no session (a browser's console shows no failed request).
+    expect(withoutCode.statusCode).toBe(202);
+    expect(withoutCode.json()).toEqual({ two_factor_required: true, message: expect.stringContaining('code') });
     expect(withoutCode.headers['set-cookie']).toBeUndefined();
     expect((await signInWith(me.email, { two_factor_code: '12345' })).json().code).toBe('invalid_two_factor_code');
     // The code of the enable step was used: the next step's code signs in, once.
@@ -188,7 +209,7 @@ describe('two-factor sign-in', () => {
     await withTwoFactor(me);
     const token = tokenOf(await passwordResetLink(t.store, t.config.baseUrl, (await t.store.findUserByEmail(me.email))!.id));
     expect((await api('POST', '/auth/password-reset/complete', {}, { token, password: 'a reset passphrase' })).statusCode).toBe(204);
-    expect((await api('POST', '/auth/login', {}, { email: me.email, password: 'a reset passphrase' })).json().code).toBe('two_factor_required');
+    expect((await api('POST', '/auth/login', {}, { email: me.email, password: 'a reset passphrase' })).json().two_factor_required).toBe(true);
   });
 });
 

@@ -76,8 +76,9 @@ interface AuditCase {
 }
 
 /**
- * Changes of a person, not of a company: sessions, their own account, and the invitation
- * links used by whoever holds them (accepting one is in its company's log as member.add,
+ * Changes of a person, not of a company: sessions, their own account (in the log of each of
+ * their companies as account.*, test/api/account-audit.test.ts), and the invitation links
+ * used by whoever holds them (accepting one is in its company's log as member.add,
  * test/api/invitations.test.ts). And a POST that changes nothing: trying a destination's rules.
  */
 const NOT_A_COMPANY_CHANGE =

@@ -93,6 +93,7 @@ const PUBLIC: Record<string, string> = {
   'POST /api/v1/auth/login': 'signs in with the email and password of its body, whoever calls (test/api/auth.test.ts)',
   'POST /api/v1/auth/setup': 'spends the one-time setup token of its body, whoever calls (test/api/setup.test.ts)',
   'POST /api/v1/auth/password-reset': 'asks for a reset email for the address of its body, answered the same for any (test/api/account.test.ts)',
+  'POST /api/v1/auth/password-reset/check': 'reads whose account the reset token of its body is for, nothing else (test/api/account.test.ts)',
   'POST /api/v1/auth/password-reset/complete': 'spends the one-time reset token of its body (test/api/account.test.ts)',
   'POST /api/v1/invitations/lookup': 'reads the invitation its token names, nothing else (test/api/invitations.test.ts)',
   'POST /api/v1/invitations/accept': "spends the invitation its token names, for the caller's own account (test/api/invitations.test.ts)",

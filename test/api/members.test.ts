@@ -98,6 +98,23 @@ describe('members', () => {
     expect((await t.store.listMembers(c.id, { limit: 10 })).filter((m) => m.role === 'owner').map((m) => m.userId)).toEqual([second]);
   });
 
+  test('the list says who is the last owner, so the panel tells them before they try; a second owner lifts it', async () => {
+    const c = await ownedCompany();
+    const lastOwner = async () => {
+      const { data } = (await api('GET', '/members', c.owner.read)).json<Page<{ user_id: string; last_owner: boolean }>>();
+      return data.filter((m) => m.last_owner).map((m) => m.user_id);
+    };
+    const person = await member(t, c.id, 'admin');
+    expect(await lastOwner()).toEqual([c.owner.userId]);
+    expect((await api('GET', `/members/${c.owner.userId}`, person.read)).json()).toMatchObject({ last_owner: true });
+    const promoted = await api('PATCH', `/members/${person.userId}`, c.headers, { role: 'owner' });
+    expect(promoted.json()).toMatchObject({ role: 'owner', last_owner: false });
+    expect(await lastOwner()).toEqual([]);
+    const demoted = await api('PATCH', `/members/${c.owner.userId}`, c.headers, { role: 'viewer' });
+    expect(demoted.json()).toMatchObject({ role: 'viewer', last_owner: false });
+    expect(await lastOwner()).toEqual([person.userId]);
+  });
+
   test('two owners demoting each other at once: one wins, the company keeps an owner', async () => {
     for (let round = 0; round < 5; round++) {
       const id = (await t.management.createCompany('Race')).id;

@@ -6,7 +6,7 @@ import { PASSWORD } from '../support/api.js';
 import { expectClean, launchChromium, openTab, SIGNED_OUT_CHECK, signInThroughPanel, startPanelServer } from '../support/browser.js';
 import { cleanupAll, runCliJson, type ServerProcess } from '../support/processes.js';
 import { startSmtpSink } from '../support/smtp-sink.js';
-import { apiSignIn, companyWithOwner, freshCode, signInWithCode, wrongCode } from './account-steps.js';
+import { apiSignIn, companyWithOwner, freshCode, setUpTwoFactorThroughPanel, signInWithCode, wrongCode } from './account-steps.js';
 
 /**
  * The signed-in person's own account (issue 13): changing the password, resetting a
@@ -113,6 +113,12 @@ describe('the account page, password reset and two-factor sign-in', { timeout: 1
 
     await page.goto(link!);
     await page.getByRole('heading', { name: 'Choose a new password' }).waitFor();
+    // Which account, from the moment it opens (checking the link did not use it up).
+    expect(await page.locator('.auth-card > p.muted').first().textContent()).toContain(`Choose a new password for ${user.email}.`);
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.reload();
+    await page.getByText(`Choose a new password for ${user.email}.`).waitFor();
+    await page.setViewportSize({ width: 1280, height: 800 });
     await page.getByLabel(/^New password/).fill(NEW_PASSWORD);
     await page.getByLabel('Repeat the new password').fill(NEW_PASSWORD);
     await page.getByRole('button', { name: 'Set the new password' }).click();
@@ -126,13 +132,20 @@ describe('the account page, password reset and two-factor sign-in', { timeout: 1
     expect(await stillSignedIn(signedIn.page)).toBe(false);
     expect((await apiSignIn(server, { email: user.email, password: user.password })).status).toBe(401);
 
-    // The link worked once.
+    // The link worked once: opened again, it says so at once, before any password is typed,
+    // with the way to a new one (at 390 px too).
     const again = await openTab(browser, server);
-    await again.page.goto(link!);
-    await again.page.getByLabel(/^New password/).fill(NEW_PASSWORD);
-    await again.page.getByLabel('Repeat the new password').fill(NEW_PASSWORD);
-    await again.page.getByRole('button', { name: 'Set the new password' }).click();
-    await again.page.getByRole('heading', { name: 'This reset link cannot be used' }).waitFor();
+    for (const width of [1280, 390]) {
+      await again.page.setViewportSize({ width, height: 844 });
+      await again.page.goto(link!);
+      await again.page.getByRole('heading', { name: 'This reset link cannot be used' }).waitFor();
+      expect(await again.page.getByRole('alert').textContent()).toContain('already used');
+      expect(await again.page.getByLabel(/^New password/).count()).toBe(0);
+      await again.page.getByRole('link', { name: 'Ask for a new one' }).waitFor();
+    }
+    await again.page.getByRole('link', { name: 'Ask for a new one' }).click();
+    await again.page.getByRole('heading', { name: 'Reset your password' }).waitFor();
+    await again.page.setViewportSize({ width: 1280, height: 800 });
 
     // The operator's way, without email: the CLI prints a link that works the same.
     const printed = await runCliJson(['user', 'reset-password', '--email', user.email, '--json'], server.cliEnv);
@@ -147,8 +160,63 @@ describe('the account page, password reset and two-factor sign-in', { timeout: 1
 
     expectClean(signedIn.problems, signedIn.refusals, [SIGNED_OUT_CHECK, { path: '/api/v1/', status: 401 }]);
     expectClean(tab.problems, tab.refusals);
-    expectClean(again.problems, again.refusals, [SIGNED_OUT_CHECK, { path: '/api/v1/auth/password-reset/complete', status: 403 }]);
+    expectClean(again.problems, again.refusals, [SIGNED_OUT_CHECK, { path: '/api/v1/auth/password-reset/check', status: 403 }]);
     for (const t of [signedIn, tab, again]) await t.context.close();
+  });
+
+  test('a two-factor sign-in at 1280 and 390 px: no console error at all, and "You are signed out" goes once the password is accepted', async () => {
+    const user = await companyWithOwner(server, 'Acme');
+    const wide = await openTab(browser, server);
+    await signInThroughPanel(wide.page, user.email, user.password);
+    const { secret, codes } = await setUpTwoFactorThroughPanel(wide.page);
+    await wide.page.getByRole('button', { name: 'I have saved the codes' }).click();
+    const narrow = await openTab(browser, server, { width: 390, height: 844 });
+
+    // Every console message of type error, the HTTP ones the harness lets pass included.
+    const consoleErrors = (page: Page) => {
+      const errors: string[] = [];
+      page.on('console', (message) => message.type() === 'error' && errors.push(message.text()));
+      return errors;
+    };
+    const signOutThenIn = async (tab: typeof wide, code: string) => {
+      const { page } = tab;
+      if (await page.getByRole('button', { name: 'Menu' }).isVisible()) await page.getByRole('button', { name: 'Menu' }).click();
+      await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+      await page.waitForURL('**/admin/login**');
+      const signedOut = page.getByRole('status').filter({ hasText: 'You are signed out.' });
+      await signedOut.waitFor();
+      const errors = consoleErrors(page);
+      const loginRefusals = () => tab.refusals.filter((r) => r.path === '/api/v1/auth/login').length;
+      const refusedBefore = loginRefusals();
+      await page.getByLabel('Email').fill(user.email);
+      await page.getByLabel('Password').fill(user.password);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByLabel('Code').waitFor();
+      expect(await signedOut.count()).toBe(0);
+      expect(await page.getByRole('status').filter({ hasText: 'Your account has two-factor sign-in.' }).isVisible()).toBe(true);
+      await page.getByLabel('Code').fill(code);
+      await page.getByRole('button', { name: 'Verify code' }).click();
+      await page.locator('aside.sidebar').waitFor();
+      expect(errors).toEqual([]);
+      expect(loginRefusals()).toBe(refusedBefore);
+    };
+
+    await signOutThenIn(wide, await freshCode(secret));
+    await signInWithCode(narrow.page, user.email, user.password, codes[0]!);
+    await narrow.page.locator('aside.sidebar').waitFor();
+    await signOutThenIn(narrow, codes[1]!);
+
+    // The company's audit log has the change in words, by the user and of the user.
+    await wide.page.getByRole('link', { name: 'Audit log' }).click();
+    const enabled = wide.page.locator('tr.audit-row').filter({ hasText: 'account.two_factor_enable' });
+    await expect.poll(() => enabled.locator('.audit-summary').textContent()).toBe('two-factor sign-in turned on (with new recovery codes)');
+    expect(await enabled.locator('.audit-actor').textContent()).toContain(user.email);
+    expect(await enabled.locator('.audit-target-name').textContent()).toContain(user.email);
+
+    for (const tab of [wide, narrow]) {
+      expectClean(tab.problems, tab.refusals);
+      await tab.context.close();
+    }
   });
 
   test('two-factor sign-in: the QR code holds the app URI, recovery codes are shown once and downloadable, sign-in asks for the code, a recovery code works once', async () => {

@@ -27,6 +27,8 @@ export async function inviteThroughPanel(page: Page, email: string, role: 'owner
   await invite.getByRole('button', { name: 'Create invitation' }).click();
   const created = page.getByRole('dialog', { name: 'Invitation created' });
   await created.getByText('This link will not be shown again. Copy it now.').waitFor();
+  // One sentence, no punctuation after the role's badge (it read "is invited as viewer .").
+  expect(await created.locator('.invite-link > p').first().textContent()).toContain(`${email} is invited as ${role} with a link that works once`);
   const link = ((await created.locator('.copy-field code').textContent()) ?? '').trim();
   expect(link).toMatch(/\/admin\/invite\?token=[\w-]+$/);
   const emailedNote = (await created.locator('.invite-emailed').textContent()) ?? '';

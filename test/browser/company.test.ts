@@ -78,25 +78,49 @@ describe('members, management keys, audit log and settings in the panel', { time
     await change.waitFor({ state: 'detached' });
     await expect.poll(() => memberRow.locator('.badge').textContent()).toBe('viewer');
 
-    // The last owner: demoting is refused with the API's 409 message, the dialog stays open.
-    await page.getByRole('button', { name: `Change role of ${owner.email}` }).click();
-    await change.getByLabel('Role').selectOption('admin');
-    await change.getByRole('button', { name: 'Save role' }).click();
-    await change.getByRole('alert').filter({ hasText: LAST_OWNER }).waitFor();
-    await change.getByRole('button', { name: 'Cancel' }).click();
-    await change.waitFor({ state: 'detached' });
+    // The last owner is told before clicking: neither removing nor demoting is offered, and
+    // the reason is beside the disabled buttons (at 390 px too); another member's are not.
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 844 });
+      const lastOwner = rowWith(page, owner.email);
+      for (const name of [`Change role of ${owner.email}`, `Remove ${owner.email}`]) {
+        const button = lastOwner.getByRole('button', { name });
+        expect(await button.isDisabled()).toBe(true);
+        expect(await button.getAttribute('aria-describedby')).toBeTruthy();
+      }
+      const note = lastOwner.locator('.last-owner-note');
+      await note.scrollIntoViewIfNeeded();
+      expect(await note.isVisible()).toBe(true);
+      expect(await note.textContent()).toBe('You are the only owner: make another member an owner before you leave or change your role.');
+      expect(await memberRow.getByRole('button', { name: `Remove ${NEW_MEMBER}` }).isDisabled()).toBe(false);
+      expect(await memberRow.locator('.last-owner-note').count()).toBe(0);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
 
-    // … and so is removing them.
-    await page.getByRole('button', { name: `Remove ${owner.email}` }).click();
-    const remove = page.getByRole('dialog', { name: 'Remove member' });
-    await remove.getByRole('button', { name: 'Remove member' }).click();
-    await remove.getByRole('alert').filter({ hasText: LAST_OWNER }).waitFor();
-    await remove.getByRole('button', { name: 'Cancel' }).click();
-    await remove.waitFor({ state: 'detached' });
-    await page.reload();
+    // The server refuses still, whoever asks: demoting is a 409 with its reason, so is removing.
+    const { csrf_token: csrf } = (await (await page.request.get('/api/v1/auth/session')).json()) as { csrf_token: string };
+    const ownerId = await rowWith(page, owner.email).getAttribute('data-user-id');
+    const demote = await page.request.patch(`/api/v1/members/${ownerId}`, { headers: { 'x-csrf-token': csrf }, data: { role: 'admin' } });
+    expect(demote.status()).toBe(409);
+    expect(((await demote.json()) as { message: string }).message).toBe(LAST_OWNER);
+    const removed = await page.request.delete(`/api/v1/members/${ownerId}`, { headers: { 'x-csrf-token': csrf } });
+    expect(removed.status()).toBe(409);
+
+    // With a second owner, both may leave or change role: the buttons are back, the note gone.
+    await page.getByRole('button', { name: `Change role of ${NEW_MEMBER}` }).click();
+    await change.getByLabel('Role').selectOption('owner');
+    await change.getByRole('button', { name: 'Save role' }).click();
+    await change.waitFor({ state: 'detached' });
+    await expect.poll(() => rowWith(page, owner.email).getByRole('button', { name: `Remove ${owner.email}` }).isDisabled()).toBe(false);
+    expect(await page.locator('.last-owner-note').count()).toBe(0);
+    await page.getByRole('button', { name: `Change role of ${NEW_MEMBER}` }).click();
+    await change.getByLabel('Role').selectOption('viewer');
+    await change.getByRole('button', { name: 'Save role' }).click();
+    await change.waitFor({ state: 'detached' });
+    await expect.poll(() => rowWith(page, owner.email).getByRole('button', { name: `Remove ${owner.email}` }).isDisabled()).toBe(true);
     await expect.poll(() => rowWith(page, owner.email).locator('.badge').textContent()).toBe('owner');
 
-    expectClean(problems, refusals, [SIGNED_OUT_CHECK, { path: '/api/v1/members/', status: 409 }]);
+    expectClean(problems, refusals, [SIGNED_OUT_CHECK]);
     await context.close();
   });
 
@@ -164,8 +188,8 @@ describe('members, management keys, audit log and settings in the panel', { time
     await expect.poll(() => created.locator('.audit-actor').textContent()).toContain(owner.email);
     await expect.poll(() => created.locator('.audit-target').textContent()).toContain('CI deploy');
 
-    // The role change, opened with the keyboard: role changed from admin to viewer.
-    const roleChange = rows.filter({ hasText: 'member.role_change' }).filter({ hasText: NEW_MEMBER });
+    // The first role change (the oldest, below the owner round trip), opened with the keyboard: role changed from admin to viewer.
+    const roleChange = rows.filter({ hasText: 'member.role_change' }).filter({ hasText: NEW_MEMBER }).last();
     await roleChange.focus();
     await page.keyboard.press('Enter');
     expect(await roleChange.getAttribute('aria-expanded')).toBe('true');

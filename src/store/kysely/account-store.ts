@@ -1,4 +1,5 @@
 import type { AccountStore, NewSession, SessionRecord } from '../account-store.js';
+import type { AuditEvent } from '../audit-store.js';
 import * as accounts from '../queries/accounts.js';
 import * as sessions from '../queries/sessions.js';
 import { KyselyStoreBase } from './store-base.js';
@@ -38,20 +39,20 @@ export class KyselyAccountStore extends KyselyStoreBase implements AccountStore 
     return Number(result.numDeletedRows);
   }
 
-  setPassword(userId: string, passwordHash: string, at: number, keepSession: string | null) {
-    return accounts.setPassword(this.db, userId, passwordHash, at, keepSession);
+  setPassword(userId: string, passwordHash: string, at: number, keepSession: string | null, audit?: AuditEvent) {
+    return accounts.setPassword(this.db, userId, passwordHash, at, keepSession, audit);
   }
 
   createPasswordReset(userId: string, tokenHash: string, createdAt: number, expiresAt: number) {
     return accounts.createPasswordReset(this.db, userId, tokenHash, createdAt, expiresAt);
   }
 
-  isPasswordResetUsable(tokenHash: string, now: number) {
-    return accounts.isPasswordResetUsable(this.db, tokenHash, now);
+  findUsablePasswordReset(tokenHash: string, now: number) {
+    return accounts.findUsablePasswordReset(this.db, tokenHash, now);
   }
 
-  resetPassword(tokenHash: string, now: number, passwordHash: string) {
-    return accounts.resetPassword(this.db, tokenHash, now, passwordHash);
+  resetPassword(tokenHash: string, now: number, passwordHash: string, audit?: AuditEvent) {
+    return accounts.resetPassword(this.db, tokenHash, now, passwordHash, audit);
   }
 
   setPendingTwoFactor(userId: string, sealedSecret: string) {
@@ -61,16 +62,17 @@ export class KyselyAccountStore extends KyselyStoreBase implements AccountStore 
   enableTwoFactor(
     userId: string,
     change: { sealedSecret: string; step: number; recoveryCodeHashes: string[]; at: number; keepSession: string | null },
+    audit?: AuditEvent,
   ) {
-    return accounts.enableTwoFactor(this.db, userId, change);
+    return accounts.enableTwoFactor(this.db, userId, change, audit);
   }
 
-  disableTwoFactor(userId: string) {
-    return accounts.disableTwoFactor(this.db, userId);
+  disableTwoFactor(userId: string, audit?: AuditEvent) {
+    return accounts.disableTwoFactor(this.db, userId, audit);
   }
 
-  replaceRecoveryCodes(userId: string, codeHashes: string[], at: number) {
-    return accounts.replaceRecoveryCodes(this.db, userId, codeHashes, at);
+  replaceRecoveryCodes(userId: string, codeHashes: string[], at: number, audit?: AuditEvent) {
+    return accounts.replaceRecoveryCodes(this.db, userId, codeHashes, at, audit);
   }
 
   useTotpStep(userId: string, step: number) {

@@ -176,6 +176,10 @@ export class KyselyCompanyStore extends KyselyStoreBase implements CompanyStore 
     return members.getMember(this.db, companyId, userId);
   }
 
+  countOwners(companyId: string): Promise<number> {
+    return members.ownerCount(this.db, companyId);
+  }
+
   async changeMember(companyId: string, userId: string, role: Role | null, audit: AuditEvent): Promise<MemberChange> {
     return this.db.transaction().execute(async (trx) => {
       if (!(await members.lockCompany(trx, companyId))) return { kind: 'not_found' };

@@ -1,6 +1,7 @@
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { Database, UsersTable } from '../schema.js';
-import type { UserAccount } from '../store.js';
+import type { AuditEvent, PasswordReset, UserAccount } from '../store.js';
+import { insertAuditOfUser } from './audit.js';
 
 /**
  * A person's account: its password, its two-factor sign-in, its reset links. Accounts are
@@ -46,11 +47,13 @@ export async function setPassword(
   passwordHash: string,
   at: number,
   keepSession: string | null,
+  audit?: AuditEvent,
 ): Promise<void> {
   await db.transaction().execute(async (trx) => {
     await trx.updateTable('users').set({ password_hash: passwordHash, password_changed_at: at }).where('id', '=', userId).execute();
     await trx.updateTable('password_resets').set({ used_at: at }).where('user_id', '=', userId).where('used_at', 'is', null).execute();
     await endSessions(trx, userId, keepSession);
+    await insertAuditOfUser(trx, userId, audit);
   });
 }
 
@@ -64,23 +67,30 @@ export async function createPasswordReset(
   await db.insertInto('password_resets').values({ token_hash: tokenHash, user_id: userId, created_at: createdAt, expires_at: expiresAt }).execute();
 }
 
-/** Whether a reset link can be used at `now` (checked before a new password is hashed). */
-export async function isPasswordResetUsable(db: Kysely<Database>, tokenHash: string, now: number): Promise<boolean> {
+/** The reset link with this hash if it can be used at `now`, with its account; reading it uses nothing up. */
+export async function findUsablePasswordReset(db: Kysely<Database>, tokenHash: string, now: number): Promise<PasswordReset | undefined> {
   const row = await db
-    .selectFrom('password_resets')
-    .select('token_hash')
-    .where('token_hash', '=', tokenHash)
-    .where('used_at', 'is', null)
-    .where('expires_at', '>', now)
+    .selectFrom('password_resets as r')
+    .innerJoin('users as u', 'u.id', 'r.user_id')
+    .select(['r.user_id', 'u.email', 'r.expires_at'])
+    .where('r.token_hash', '=', tokenHash)
+    .where('r.used_at', 'is', null)
+    .where('r.expires_at', '>', now)
     .executeTakeFirst();
-  return row !== undefined;
+  return row && { userId: row.user_id, email: row.email, expiresAt: Number(row.expires_at) };
 }
 
 /**
  * Uses up a reset link (unused, unexpired) and sets the password: every session of the user
  * ends, every other link too. The user's id, or undefined (nothing changed).
  */
-export async function resetPassword(db: Kysely<Database>, tokenHash: string, now: number, passwordHash: string): Promise<string | undefined> {
+export async function resetPassword(
+  db: Kysely<Database>,
+  tokenHash: string,
+  now: number,
+  passwordHash: string,
+  audit?: AuditEvent,
+): Promise<string | undefined> {
   return db.transaction().execute(async (trx) => {
     // The update is the claim: two tabs submitting one link cannot both reset.
     const claimed = await trx
@@ -95,6 +105,7 @@ export async function resetPassword(db: Kysely<Database>, tokenHash: string, now
     await trx.updateTable('users').set({ password_hash: passwordHash, password_changed_at: now }).where('id', '=', claimed.user_id).execute();
     await trx.updateTable('password_resets').set({ used_at: now }).where('user_id', '=', claimed.user_id).where('used_at', 'is', null).execute();
     await endSessions(trx, claimed.user_id, null);
+    await insertAuditOfUser(trx, claimed.user_id, audit);
     return claimed.user_id;
   });
 }
@@ -112,6 +123,7 @@ export async function enableTwoFactor(
   db: Kysely<Database>,
   userId: string,
   change: { sealedSecret: string; step: number; recoveryCodeHashes: string[]; at: number; keepSession: string | null },
+  audit?: AuditEvent,
 ): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
     const updated = await trx
@@ -123,11 +135,12 @@ export async function enableTwoFactor(
     if (Number(updated.numUpdatedRows) !== 1) return false;
     await insertRecoveryCodes(trx, userId, change.recoveryCodeHashes, change.at);
     await endSessions(trx, userId, change.keepSession);
+    await insertAuditOfUser(trx, userId, audit);
     return true;
   });
 }
 
-export async function disableTwoFactor(db: Kysely<Database>, userId: string): Promise<void> {
+export async function disableTwoFactor(db: Kysely<Database>, userId: string, audit?: AuditEvent): Promise<void> {
   await db.transaction().execute(async (trx) => {
     await trx
       .updateTable('users')
@@ -135,12 +148,22 @@ export async function disableTwoFactor(db: Kysely<Database>, userId: string): Pr
       .where('id', '=', userId)
       .execute();
     await trx.deleteFrom('recovery_codes').where('user_id', '=', userId).execute();
+    await insertAuditOfUser(trx, userId, audit);
   });
 }
 
 /** Replaces the user's recovery codes: the old ones stop working. */
-export async function replaceRecoveryCodes(db: Kysely<Database>, userId: string, hashes: string[], at: number): Promise<void> {
-  await db.transaction().execute((trx) => insertRecoveryCodes(trx, userId, hashes, at));
+export async function replaceRecoveryCodes(
+  db: Kysely<Database>,
+  userId: string,
+  hashes: string[],
+  at: number,
+  audit?: AuditEvent,
+): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await insertRecoveryCodes(trx, userId, hashes, at);
+    await insertAuditOfUser(trx, userId, audit);
+  });
 }
 
 async function insertRecoveryCodes(trx: Transaction<Database>, userId: string, hashes: string[], at: number): Promise<void> {

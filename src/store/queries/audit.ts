@@ -24,6 +24,16 @@ export async function insertAudit(db: Kysely<Database>, companyId: string, event
     .execute();
 }
 
+/**
+ * Records a change of a person's own account (their password, their two-factor sign-in) in
+ * the audit log of every company they belong to; inside the change's transaction.
+ */
+export async function insertAuditOfUser(db: Kysely<Database>, userId: string, event: AuditEvent | undefined): Promise<void> {
+  if (!event) return;
+  const memberships = await db.selectFrom('memberships').select('company_id').where('user_id', '=', userId).execute();
+  for (const { company_id } of memberships) await insertAudit(db, company_id, event);
+}
+
 /** The company's audit log, newest first. */
 export async function listAuditLog(db: Kysely<Database>, companyId: string, query: AuditQuery): Promise<AuditRecord[]> {
   let select = db.selectFrom('audit_log').selectAll().where('company_id', '=', companyId);

@@ -55,7 +55,8 @@ export async function getMember(db: Kysely<Database>, companyId: string, userId:
   return row && memberOfRow(row);
 }
 
-async function ownerCount(trx: Kysely<Database>, companyId: string): Promise<number> {
+/** The company's owners: at least one, always (changeMember keeps it so). */
+export async function ownerCount(trx: Kysely<Database>, companyId: string): Promise<number> {
   const row = await trx
     .selectFrom('memberships')
     .select((eb) => eb.fn.countAll().as('count'))

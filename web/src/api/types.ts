@@ -5,6 +5,12 @@
 
 export type Role = 'owner' | 'admin' | 'viewer';
 
+/** POST /auth/login's 202: the password was right, the account's two-factor code is asked for next. */
+export interface TwoFactorStep {
+  two_factor_required: true;
+  message: string;
+}
+
 export interface Session {
   user: { id: string; email: string; two_factor_enabled: boolean };
   companies: { id: string; name: string; role: Role; requires_two_factor: boolean }[];

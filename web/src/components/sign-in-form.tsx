@@ -1,25 +1,28 @@
 import { useState, type FormEvent } from 'react';
 import { api, ApiError } from '../api/client';
-import type { Session } from '../api/types';
+import type { Session, TwoFactorStep } from '../api/types';
 import { Field } from './dialog';
 import { EmailField } from './password-fields';
 import { ErrorMessage } from './ui';
 
 /**
  * Email and password, then (when the account has two-factor sign-in) the code: the same
- * email and password are sent again with `two_factor_code`, as the API asks. Used by the
- * sign-in page and by the invitation page for people who already have an account.
+ * email and password are sent again with `two_factor_code`, as the API's 202 step asks.
+ * Used by the sign-in page and by the invitation page for people who already have an account.
  */
 export function SignInForm({
   fixedEmail,
   submitLabel = 'Sign in',
   onSignedIn,
+  onCodeAsked,
 }: {
   /** The email is not the person's choice here (an invitation names it). */
   fixedEmail?: string;
   submitLabel?: string;
   /** Runs with the new session; a failure it throws is shown in the form. */
   onSignedIn(session: Session): Promise<void> | void;
+  /** The password was right and the form now asks for the two-factor code. */
+  onCodeAsked?(): void;
 }) {
   const [email, setEmail] = useState(fixedEmail ?? '');
   const [password, setPassword] = useState('');
@@ -34,17 +37,20 @@ export function SignInForm({
     setError(undefined);
     try {
       const body = { email: email.trim(), password, ...(askCode && { two_factor_code: code.trim() }) };
-      const session = await api.post<Session>('/auth/login', body);
-      await onSignedIn(session);
+      const answer = await api.post<Session | TwoFactorStep>('/auth/login', body);
+      if ('two_factor_required' in answer) {
+        setAskCode(true);
+        onCodeAsked?.();
+        setCode('');
+        setBusy(false);
+        return;
+      }
+      await onSignedIn(answer);
     } catch (e) {
       const failure = e as ApiError;
-      if (failure.code === 'two_factor_required') {
-        setAskCode(true);
-      } else {
-        // A wrong password at the code step (changed meanwhile) starts again from the top.
-        if (failure.code === 'invalid_credentials') setAskCode(false);
-        setError(failure);
-      }
+      // A wrong password at the code step (changed meanwhile) starts again from the top.
+      if (failure.code === 'invalid_credentials') setAskCode(false);
+      setError(failure);
       setCode('');
       setBusy(false);
     }

@@ -2,7 +2,7 @@ import { useEffect, useState, type FormEvent } from 'react';
 import { Field } from '../components/dialog';
 import { fromLocalInput, toLocalInput } from '../components/list-controls';
 import { ErrorMessage } from '../components/ui';
-import { resolveChoice, textOf, type Choice, type Directory } from './audit-names';
+import { ACCOUNT_ACTION_WORDS, resolveChoice, textOf, type Choice, type Directory } from './audit-names';
 import { AUDIT_ACTIONS } from './company-shared';
 
 export const AUDIT_FILTERS = ['action', 'actor_id', 'target_id', 'since', 'until'] as const;
@@ -63,7 +63,7 @@ export function AuditFilters({
       </Field>
       <datalist id="audit-actions">
         {AUDIT_ACTIONS.map((action) => (
-          <option key={action} value={action} />
+          <option key={action} value={action} label={ACCOUNT_ACTION_WORDS[action]} />
         ))}
       </datalist>
       <ChoiceField

@@ -182,12 +182,22 @@ const FIELD_WORDS: Record<string, string> = {
 /** Kept by the store on every change: not a change of its own. */
 const BOOKKEEPING = new Set(['updatedAt', 'statusChangedAt']);
 
+/** The changes of a person's own account (by them, of them; two-factor off also by an operator), in words. */
+export const ACCOUNT_ACTION_WORDS: Readonly<Record<string, string>> = {
+  'account.two_factor_enable': 'two-factor sign-in turned on (with new recovery codes)',
+  'account.two_factor_disable': 'two-factor sign-in turned off',
+  'account.recovery_codes_renew': 'new recovery codes made (the old ones stopped working)',
+  'account.password_change': 'password changed (other sessions ended)',
+  'account.password_reset': 'password reset with an emailed or printed link (every session ended)',
+};
+
 /**
- * An update in words, from its before and after: "disabled", "enabled", "changed name,
- * rate limit". Enabling and disabling read as such even when recorded as an update (by
- * an older version, or together with other changes).
+ * A change in words. An account's change by its action; an update from its before and
+ * after: "disabled", "enabled", "changed name, rate limit". Enabling and disabling read as
+ * such even when recorded as an update (by an older version, or together with other changes).
  */
 export function changeSummary(record: AuditRecord): string | undefined {
+  if (Object.hasOwn(ACCOUNT_ACTION_WORDS, record.action)) return ACCOUNT_ACTION_WORDS[record.action];
   if (!record.action.endsWith('.update')) return undefined;
   const before = objectOf(record.before);
   const after = objectOf(record.after);

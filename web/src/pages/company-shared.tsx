@@ -11,6 +11,8 @@ export interface Member {
   email: string;
   role: Role;
   added_at: string;
+  /** The only owner: the API refuses to remove or demote them until another member is an owner. */
+  last_owner: boolean;
 }
 
 /** A pending invitation (GET /invitations): who is asked to join, with which role, until when. */
@@ -123,6 +125,11 @@ export const AUDIT_ACTIONS = [
   'destination.secret_rotate',
   'destination.send',
   'delivery.replay',
+  'account.two_factor_enable',
+  'account.two_factor_disable',
+  'account.recovery_codes_renew',
+  'account.password_change',
+  'account.password_reset',
 ] as const;
 
 export const MAX_RETENTION_DAYS = 3650;

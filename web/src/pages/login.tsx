@@ -1,3 +1,4 @@
+import { useState } from 'react';
 import { Link, Navigate, useLocation, useSearchParams } from 'react-router';
 import { AuthPage } from '../components/auth-page';
 import { SignInForm } from '../components/sign-in-form';
@@ -20,7 +21,9 @@ export function LoginPage() {
   const location = useLocation();
   const [params] = useSearchParams();
   const next = nextPath(params.get('next'));
-  const notice = (location.state as LoginNotice | null)?.notice;
+  // Why the session ended, until the password is accepted: the code step is a new start.
+  const [passwordAccepted, setPasswordAccepted] = useState(false);
+  const notice = passwordAccepted ? undefined : (location.state as LoginNotice | null)?.notice;
 
   if (state.status === 'loading') return <Loading />;
   // Also right after signing in: start() makes the state signed-in.
@@ -33,9 +36,7 @@ export function LoginPage() {
           {notice}
         </p>
       )}
-      <SignInForm
-        onSignedIn={(session) => start(session)}
-      />
+      <SignInForm onSignedIn={(session) => start(session)} onCodeAsked={() => setPasswordAccepted(true)} />
       <p className="auth-links">
         <Link to="/forgot-password">Forgot your password?</Link>
       </p>

@@ -106,10 +106,18 @@ export function MembersPage() {
                       </td>
                       {manage && (
                         <td className="company-row-actions">
+                          {member.last_owner && (
+                            <span className="muted small last-owner-note" id={`last-owner-${member.user_id}`}>
+                              {member.user_id === session.user.id ? 'You are' : 'They are'} the only owner: make another member an
+                              owner before {member.user_id === session.user.id ? 'you leave or change your role' : 'removing them or changing their role'}.
+                            </span>
+                          )}
                           <button
                             type="button"
                             className="button small"
                             aria-label={`Change role of ${member.email}`}
+                            disabled={member.last_owner}
+                            aria-describedby={member.last_owner ? `last-owner-${member.user_id}` : undefined}
                             onClick={() => {
                               setNotice(undefined);
                               setDialog({ role: member });
@@ -121,6 +129,8 @@ export function MembersPage() {
                             type="button"
                             className="button small"
                             aria-label={`Remove ${member.email}`}
+                            disabled={member.last_owner}
+                            aria-describedby={member.last_owner ? `last-owner-${member.user_id}` : undefined}
                             onClick={() => {
                               setNotice(undefined);
                               setDialog({ remove: member });

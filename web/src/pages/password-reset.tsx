@@ -1,10 +1,11 @@
 import { useState, type FormEvent } from 'react';
 import { Link, useNavigate, useSearchParams } from 'react-router';
 import { api, ApiError } from '../api/client';
+import { useApi } from '../api/use-api';
 import { AuthPage, LinkProblem } from '../components/auth-page';
 import { EmailField, NewPasswordFields, newPasswordProblem } from '../components/password-fields';
 import { SignInError } from '../components/sign-in-form';
-import { ErrorMessage } from '../components/ui';
+import { ErrorMessage, Loading } from '../components/ui';
 import { useSessionState } from '../session';
 import type { LoginNotice } from './login';
 
@@ -61,20 +62,13 @@ export function ForgotPasswordPage() {
 }
 
 /**
- * The reset link (`/admin/reset-password?token=…`): a new password, twice. Every session of
- * the account ends, so the person signs in afresh (with their code if they have two-factor).
+ * The reset link (`/admin/reset-password?token=…`): checked when it opens (which account,
+ * or at once that it is used or expired), then a new password, twice. Every session of the
+ * account ends, so the person signs in afresh (with their code if they have two-factor).
  */
 export function ResetPasswordPage() {
   const [params] = useSearchParams();
   const token = params.get('token')?.trim() ?? '';
-  const navigate = useNavigate();
-  const { forget } = useSessionState();
-  const [password, setPassword] = useState('');
-  const [repeat, setRepeat] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<ApiError | Error>();
-  const [linkInvalid, setLinkInvalid] = useState<string>();
-
   if (!token) {
     return (
       <LinkProblem title="This reset link is incomplete" footnote={NEW_RESET_LINK}>
@@ -82,13 +76,35 @@ export function ResetPasswordPage() {
       </LinkProblem>
     );
   }
-  if (linkInvalid) {
+  return <ResetPassword token={token} />;
+}
+
+function ResetPassword({ token }: { token: string }) {
+  const navigate = useNavigate();
+  const { forget } = useSessionState();
+  const link = useApi(() => api.post<{ email: string; expires_at: string }>('/auth/password-reset/check', { token }), [token]);
+  const [password, setPassword] = useState('');
+  const [repeat, setRepeat] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<ApiError | Error>();
+  const [linkInvalid, setLinkInvalid] = useState<string>();
+
+  const invalid = linkInvalid ?? (link.error?.code === 'reset_link_invalid' ? link.error.message : undefined);
+  if (invalid) {
     return (
       <LinkProblem title="This reset link cannot be used" footnote={NEW_RESET_LINK}>
-        {linkInvalid}
+        {invalid}
       </LinkProblem>
     );
   }
+  if (link.error) {
+    return (
+      <AuthPage title="Choose a new password">
+        <ErrorMessage error={link.error} retry={link.reload} />
+      </AuthPage>
+    );
+  }
+  if (!link.data) return <Loading />;
 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
@@ -110,7 +126,15 @@ export function ResetPasswordPage() {
   };
 
   return (
-    <AuthPage title="Choose a new password" lead="Every session of your account ends; then you sign in with the new password.">
+    <AuthPage
+      title="Choose a new password"
+      lead={
+        <>
+          Choose a new password for <strong className="reset-email">{link.data.email}</strong>. Every session of the account ends; then
+          you sign in with the new password.
+        </>
+      }
+    >
       <form className="form" onSubmit={submit}>
         <NewPasswordFields password={password} repeat={repeat} onPassword={setPassword} onRepeat={setRepeat} autoFocus />
         {error && <ErrorMessage error={error} />}
