@@ -77,6 +77,17 @@ test('create, list, pause, resume, replay, delete', async () => {
   expect(resumed).toEqual({ id, status: 'active' });
   const replayed = (await runCliJson(['destination', 'replay', '--destination', id, '--state', 'failed', '--since', '2026-01-01T00:00:00Z'], env)).json;
   expect(replayed).toEqual({ replayed: 0, more: false });
+  // Deliveries named one by one; a bad id or a range beside them is refused in words.
+  const [named, badId, withRange] = await Promise.all([
+    runCliJson(['destination', 'replay', '--destination', id, '--delivery', 'dlv_0000000000000000000000', 'dlv_0000000000000000000001'], env),
+    runCli(['destination', 'replay', '--destination', id, '--delivery', 'not-a-delivery'], env),
+    runCli(['destination', 'replay', '--destination', id, '--delivery', 'dlv_0000000000000000000000', '--since', '2026-01-01T00:00:00Z'], env),
+  ]);
+  expect(named.json).toEqual({ replayed: 0, more: false });
+  expect(badId.code).toBe(1);
+  expect(badId.stderr).toMatch(/^intake: delivery_ids must name 1 to 100 deliveries/);
+  expect(withRange.code).toBe(1);
+  expect(withRange.stderr).toMatch(/^intake: Name deliveries \(delivery_ids\) or give a range/);
 
   // What the store holds: the secret and the header sealed, openable with the key; the audit names the operator.
   const store = openStore(database.databaseUrl, { poolSize: 1 });

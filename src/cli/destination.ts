@@ -143,13 +143,14 @@ export function registerDestinationCommands(program: Command): void {
     .command('replay')
     .description('a new attempt series for its deliveries that match, but pending ones and those replayed in the last minute (at most 10000 a call; "more" says run it again)')
     .requiredOption('--destination <id>', 'destination id (dst_…)')
-    .option('--state <state>', 'only deliveries in this state: held, succeeded, failed (pending ones are in their series already)')
+    .option('--state <state>', 'only deliveries in this state: held, succeeded, failed; pending: retry now those failing and waiting for their next attempt')
     .option('--event <event>', 'only this event, exactly')
     .option('--since <time>', 'made at or after (ISO-8601)')
     .option('--until <time>', 'made before (ISO-8601)')
+    .option('--delivery <ids...>', 'instead of a range: these deliveries (dlv_…, 1 to 100), each retried now if failing or replayed if settled')
     .option('--json', 'print one JSON object')
     .action(
-      (options: { destination: string; state?: string; event?: string; since?: string; until?: string; json?: boolean }) =>
+      (options: { destination: string; state?: string; event?: string; since?: string; until?: string; delivery?: string[]; json?: boolean }) =>
         withStore(async (context) => {
           const companyId = await companyOfDestination(context, options.destination);
           const outcome = await context.redeliveries.replay(companyId, {
@@ -158,6 +159,7 @@ export function registerDestinationCommands(program: Command): void {
             event: options.event,
             since: parseOptionalTime(options.since, 'since'),
             until: parseOptionalTime(options.until, 'until'),
+            deliveryIds: options.delivery,
           }, context.actor);
           print({ replayed: outcome.count, more: outcome.more, ...(outcome.nextSince !== undefined && { next_since: iso(outcome.nextSince) }) }, options);
         }),
