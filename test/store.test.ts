@@ -87,6 +87,7 @@ async function createIntegration(
     createdAt: T0,
     updatedAt: T0,
     source: { type: 'api_key', config: {} },
+    redaction: null,
   };
   const key = apiKeyFor(integration.id, T0);
   await store.createIntegration(companyId, integration, key);
@@ -226,6 +227,7 @@ describe.each(STORES)('$name store', (factory) => {
         bodyLimitBytes: 4096,
         rateLimitPerMinute: 120,
         source: null,
+        redaction: null,
       });
       expect(await store.findIntegrationByKey(newIntegrationKey())).toBeUndefined();
     });

@@ -1,3 +1,4 @@
+import { MAX_REDACTION_HEADERS, MAX_REDACTION_PATHS, REDACTED, type Redaction } from '../domain/redaction.js';
 import { Type } from 'typebox';
 import type { AppInstance } from '../app-instance.js';
 import { issuableIntegrationScopes } from '../domain/permissions.js';
@@ -9,6 +10,26 @@ import { AwaitingSecret, presentSource, SourceBody, SourceSchema } from './sourc
 import { ERROR_RESPONSES, Id, NullableInteger, Page, PageQuery, Timestamp, iso, pageOf } from './schemas.js';
 
 const MAX_BODY_LIMIT = 16 * 1024 * 1024;
+
+const RedactionSchema = Type.Union(
+  [
+    Type.Object(
+      {
+        paths: Type.Optional(Type.Array(Type.String(), {
+          description: `JSON paths of the body whose values are replaced by "${REDACTED}" before storing: data.customer.email, data.card.* (any one key), $..phone (any depth); at most ${MAX_REDACTION_PATHS}.`,
+        })),
+        headers: Type.Optional(Type.Array(Type.String(), { description: `Header names whose values are replaced before storing; at most ${MAX_REDACTION_HEADERS}.` })),
+      },
+      { additionalProperties: false },
+    ),
+    Type.Null(),
+  ],
+  {
+    description:
+      'What is replaced before each webhook is stored (after its signature is checked on the bytes received): the stored body and ' +
+      'the deliveries are the body as received less those values. null: nothing.',
+  },
+);
 
 export const IntegrationSchema = Type.Object(
   {
@@ -24,6 +45,7 @@ export const IntegrationSchema = Type.Object(
     updated_at: Timestamp,
     last_webhook_at: Type.Union([Timestamp, Type.Null()], { description: 'When it last took a webhook; null: never (or all purged).' }),
     source: SourceSchema,
+    redaction: RedactionSchema,
   },
   { $id: 'Integration' },
 );
@@ -33,6 +55,7 @@ const Editable = {
   description: Type.String({ maxLength: 2000 }),
   body_limit_bytes: Type.Integer({ minimum: 1, maximum: MAX_BODY_LIMIT }),
   rate_limit_per_minute: NullableInteger({ minimum: 1, maximum: 1_000_000, description: 'Requests per minute; null: no limit.' }),
+  redaction: RedactionSchema,
 };
 
 const IntegrationParams = Type.Object({ integration_id: Id('int') });
@@ -87,6 +110,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
           enabled: Type.Optional(Type.Boolean({ default: true, description: 'false: created disabled, refusing webhooks until enabled.' })),
           body_limit_bytes: Type.Optional(Editable.body_limit_bytes),
           rate_limit_per_minute: Type.Optional(Editable.rate_limit_per_minute),
+          redaction: Type.Optional(Editable.redaction),
           scopes: Type.Optional(IntegrationKeyScopes),
           source: Type.Optional(SourceBody),
         }),
@@ -114,6 +138,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
         rateLimitPerMinute: body.rate_limit_per_minute,
         keyScopes: issuableIntegrationScopes(permissions, body.scopes),
         source: body.source,
+        redaction: body.redaction,
       });
       return reply.code(201).send({
         integration: presentIntegration(deps, created.integration, null, created.awaitingSecret),
@@ -167,6 +192,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
         ...(body.enabled !== undefined && { enabled: body.enabled }),
         ...(body.body_limit_bytes !== undefined && { bodyLimitBytes: body.body_limit_bytes }),
         ...(body.rate_limit_per_minute !== undefined && { rateLimitPerMinute: body.rate_limit_per_minute }),
+        ...(body.redaction !== undefined && { redaction: body.redaction as Redaction | null }),
       });
       return (await present(companyId, [updated]))[0];
     },
@@ -206,5 +232,6 @@ export function presentIntegration(deps: ApiDeps, integration: Integration, last
     updated_at: iso(integration.updatedAt),
     last_webhook_at: iso(lastWebhookAt),
     source: presentSource(integration.source, awaitingSecret),
+    redaction: integration.redaction,
   };
 }

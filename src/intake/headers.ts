@@ -1,3 +1,4 @@
+import type { Redactor } from '../domain/redaction.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import { SOURCE_TEST_HEADER } from './source-test-mark.js';
 
@@ -22,13 +23,13 @@ const NOT_KEPT = new Set([
 /**
  * The headers stored with a webhook, as one JSON object: everything the sender sent
  * (signatures, event ids, user agent) except credentials and hop-by-hop headers, plus
- * intake's own `marks`.
+ * intake's own `marks`; the values the integration redacts replaced.
  */
-export function keptHeaders(headers: IncomingHttpHeaders, marks?: Record<string, string>): string {
+export function keptHeaders(headers: IncomingHttpHeaders, marks?: Record<string, string>, redactor?: Redactor | null): string {
   const kept: Record<string, string> = { ...marks };
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined || NOT_KEPT.has(name)) continue;
     kept[name] = Array.isArray(value) ? value.join(', ') : value;
   }
-  return JSON.stringify(kept);
+  return JSON.stringify(redactor ? redactor.headersOf(kept) : kept);
 }

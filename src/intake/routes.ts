@@ -1,3 +1,4 @@
+import { redactorOf } from '../domain/redaction.js';
 import { hash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -347,6 +348,10 @@ async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyR
   }
 
   const test = isSourceTest(request.headers);
+  // After every check of the bytes as received (the signature, the envelope): what the
+  // integration redacts never reaches the store, the log or a destination.
+  const redactor = redactorOf(integration.redaction);
+  const rawBody = redactor === null ? webhook.raw : redactor.body(webhook.raw, webhook.format);
   const pending: PendingWebhook = {
     uuid: newWebhookUuid(),
     companyId: integration.companyId,
@@ -359,9 +364,10 @@ async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyR
     // request's start, a webhook whose body came slowly went in behind later ones and split
     // full pages, which left each of those indexes half empty (docs/performance-history.md).
     receivedAt: Date.now(),
-    rawBody: webhook.raw,
-    bodySha256: webhook.idempotencyKey === null ? null : hash('sha256', webhook.raw, 'hex'),
-    headers: keptHeaders(request.headers, test ? { [SOURCE_TEST_HEADER]: SOURCE_TEST_STORED } : undefined),
+    rawBody,
+    // Of the stored body: equal bodies redact alike, and no hash of a redacted value is kept.
+    bodySha256: webhook.idempotencyKey === null ? null : hash('sha256', rawBody, 'hex'),
+    headers: keptHeaders(request.headers, test ? { [SOURCE_TEST_HEADER]: SOURCE_TEST_STORED } : undefined, redactor),
     sourceIp: request.ip,
     idempotencyKey: webhook.idempotencyKey,
     signatureClaim: webhook.signatureClaim,

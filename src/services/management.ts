@@ -1,3 +1,4 @@
+import { checkRedaction, type Redaction } from '../domain/redaction.js';
 import type { Environment } from '../config.js';
 import {
   DEFAULT_ROTATION_GRACE_SECONDS,
@@ -51,6 +52,8 @@ export interface NewIntegrationInput {
   keyScopes?: readonly IntegrationScope[];
   /** Absent: `api_key`, the key alone. */
   source?: SourceInput;
+  /** What to replace before each webhook is stored; absent or null: nothing. */
+  redaction?: { paths?: unknown; headers?: unknown } | null;
 }
 
 /** How long a rotated source secret keeps verifying beside its successor, unless told. */
@@ -154,6 +157,7 @@ export class Management {
       createdAt: now,
       updatedAt: now,
       source,
+      redaction: validRedaction(input.redaction),
     };
     const keyScopes = validIntegrationScopes(input.keyScopes);
     const key = issueApiKey(this.options.environment);
@@ -283,6 +287,7 @@ export class Management {
   async updateIntegration(companyId: string, integrationId: string, changes: IntegrationChanges): Promise<Integration> {
     const valid: IntegrationChanges = { ...changes };
     if (changes.name !== undefined) valid.name = validName(changes.name);
+    if (changes.redaction !== undefined) valid.redaction = validRedaction(changes.redaction);
     if (changes.description !== undefined && changes.description.length > MAX_DESCRIPTION_LENGTH) {
       throw new AppError('invalid_request', `The description must be at most ${MAX_DESCRIPTION_LENGTH} characters.`, {
         field: 'description',
@@ -517,4 +522,12 @@ function integrationUpdateAction(changes: IntegrationChanges): string {
 
 function notFound(kind: string, id: string): AppError {
   return new AppError('not_found', `No ${kind} with id ${id}.`);
+}
+
+/** What an integration redacts, checked (AppError naming `redaction`); null for nothing asked. */
+function validRedaction(input: { paths?: unknown; headers?: unknown } | null | undefined): Redaction | null {
+  if (input === undefined || input === null) return null;
+  const checked = checkRedaction(input);
+  if (typeof checked === 'string') throw new AppError('invalid_request', checked, { field: 'redaction' });
+  return checked.paths.length === 0 && checked.headers.length === 0 ? null : checked;
 }

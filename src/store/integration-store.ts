@@ -1,3 +1,4 @@
+import type { Redaction } from '../domain/redaction.js';
 import type { PageCursor } from '../domain/cursor.js';
 import type { ProviderType, SourceConfig, SourceType } from '../domain/source-types.js';
 import type { AuditEvent } from './audit-store.js';
@@ -80,11 +81,13 @@ export interface Integration {
   createdAt: number;
   updatedAt: number;
   source: IntegrationSource;
+  /** What is replaced before each webhook is stored; null: nothing. */
+  redaction: Redaction | null;
 }
 
 /** What an update may change in an integration. */
 export type IntegrationChanges = Partial<
-  Pick<Integration, 'name' | 'description' | 'enabled' | 'bodyLimitBytes' | 'rateLimitPerMinute' | 'source'>
+  Pick<Integration, 'name' | 'description' | 'enabled' | 'bodyLimitBytes' | 'rateLimitPerMinute' | 'source' | 'redaction'>
 >;
 
 /** How an integration proves its requests: the API key alone, or a provider's signature too. */
@@ -132,6 +135,8 @@ export interface IntegrationRoute {
   rateLimitPerMinute: number | null;
   /** Null for an `api_key` source: the key is the only way in. */
   source: RouteSource | null;
+  /** What intake replaces before storing each webhook of it; null: nothing. */
+  redaction: Redaction | null;
 }
 
 /** A provider source as intake verifies it: its secrets still sealed (opened per request). */

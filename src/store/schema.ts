@@ -78,6 +78,8 @@ export interface IntegrationsTable {
   source_type: Generated<string>;
   /** JSON of the source's settings (never a secret): the hmac type's header and algorithm… */
   source_config: Generated<string>;
+  /** JSON of what is redacted before storing, `{paths, headers}` (src/domain/redaction.ts); null: nothing. */
+  redaction: string | null;
 }
 
 export interface ApiKeysTable {

@@ -25,6 +25,7 @@ export async function seedKey(store: Store) {
       createdAt: now,
       updatedAt: now,
       source: { type: 'api_key', config: {} },
+      redaction: null,
     },
     { id: keyId, integrationId, scopes: [...INTEGRATION_SCOPES], prefix: key.prefix, hash: key.hash, createdAt: now, expiresAt: null },
   );

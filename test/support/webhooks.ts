@@ -38,6 +38,7 @@ export async function createIntegration(store: Store, companyId: string, created
       createdAt,
       updatedAt: createdAt,
       source: { type: 'api_key', config: {} },
+      redaction: null,
     },
     {
       id: keyId,

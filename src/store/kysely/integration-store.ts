@@ -1,4 +1,5 @@
 import type { PageCursor } from '../../domain/cursor.js';
+import type { Redaction } from '../../domain/redaction.js';
 import type { AuditEvent } from '../audit-store.js';
 import type {
   Integration,
@@ -22,7 +23,7 @@ export class KyselyIntegrationStore extends KyselyStoreBase implements Integrati
   async findIntegrationByKey(integrationKey: string): Promise<IntegrationRoute | undefined> {
     const row = await this.db
       .selectFrom('integrations')
-      .select(['id', 'company_id', 'enabled', 'body_limit_bytes', 'rate_limit_per_minute', 'source_type', 'source_config'])
+      .select(['id', 'company_id', 'enabled', 'body_limit_bytes', 'rate_limit_per_minute', 'source_type', 'source_config', 'redaction'])
       .where('integration_key', '=', integrationKey)
       .where('deleted_at', 'is', null)
       .executeTakeFirst();
@@ -34,6 +35,7 @@ export class KyselyIntegrationStore extends KyselyStoreBase implements Integrati
       bodyLimitBytes: row.body_limit_bytes,
       rateLimitPerMinute: row.rate_limit_per_minute,
       source: row.source_type === 'api_key' ? null : await sources.routeSource(this.db, row, Date.now()),
+      redaction: row.redaction === null ? null : (JSON.parse(row.redaction) as Redaction),
     };
   }
 
@@ -58,6 +60,7 @@ export class KyselyIntegrationStore extends KyselyStoreBase implements Integrati
           rate_limit_per_minute: integration.rateLimitPerMinute,
           source_type: integration.source.type,
           source_config: JSON.stringify(integration.source.config),
+          redaction: integration.redaction === null ? null : JSON.stringify(integration.redaction),
           created_at: integration.createdAt,
           updated_at: integration.updatedAt,
           deleted_at: null,

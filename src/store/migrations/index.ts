@@ -16,6 +16,7 @@ import * as destinationRateSpacing from './0013-destination-rate-spacing.js';
 import * as traceIds from './0014-trace-ids.js';
 import * as cliLogins from './0015-cli-logins.js';
 import * as destinationRules from './0016-destination-rules.js';
+import * as redaction from './0017-redaction.js';
 
 export { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../dialect-types.js';
 
@@ -42,6 +43,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0014-trace-ids': traceIds,
   '0015-cli-logins': cliLogins,
   '0016-destination-rules': destinationRules,
+  '0017-redaction': redaction,
 };
 
 /** Every migration's name, in order: what a new database gets. */

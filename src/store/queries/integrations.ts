@@ -1,6 +1,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { PageCursor } from '../../domain/cursor.js';
 import type { Database, IntegrationsTable } from '../schema.js';
+import type { Redaction } from '../../domain/redaction.js';
 import type { SourceConfig, SourceType } from '../../domain/source-types.js';
 import type { Integration, IntegrationChanges } from '../store.js';
 
@@ -17,6 +18,7 @@ export function integrationOfRow(row: Selectable<IntegrationsTable>): Integratio
     createdAt: Number(row.created_at),
     updatedAt: Number(row.updated_at),
     source: { type: row.source_type as SourceType, config: JSON.parse(row.source_config) as SourceConfig },
+    redaction: row.redaction === null ? null : (JSON.parse(row.redaction) as Redaction),
   };
 }
 
@@ -100,6 +102,7 @@ export async function updateIntegration(
       rate_limit_per_minute: after.rateLimitPerMinute,
       source_type: after.source.type,
       source_config: JSON.stringify(after.source.config),
+      redaction: after.redaction === null ? null : JSON.stringify(after.redaction),
       updated_at: at,
     })
     .where('company_id', '=', companyId)
