@@ -109,6 +109,10 @@ describe('redaction of a form body and of headers', () => {
   test('a named field of a form, the others as sent', () => {
     const form = 'From=%2B15551234567&Body=Hello+there&To=%2B15557654321';
     expect(redactor(['From', '$..Body']).body(Buffer.from(form), 'form').toString()).toBe('From=%5Bredacted%5D&Body=%5Bredacted%5D&To=%2B15557654321');
+    // A name is read as the form is read back: escapes decoded, a stray % kept as it is.
+    expect(redactor(['From', 'a%zz']).body(Buffer.from('Fr%6Fm=x&a%zz=y&b=z'), 'form').toString()).toBe('Fr%6Fm=%5Bredacted%5D&a%zz=%5Bredacted%5D&b=z');
+    const read = new URLSearchParams(redactor(['From', 'a%zz']).body(Buffer.from('Fr%6Fm=x&a%zz=y&b=z'), 'form').toString());
+    expect([...read]).toEqual([['From', REDACTED], ['a%zz', REDACTED], ['b', 'z']]);
   });
 
   test('named headers, whatever their case', () => {

@@ -137,12 +137,8 @@ export class Redactor {
       .map((pair) => {
         const equals = pair.indexOf('=');
         const rawName = equals === -1 ? pair : pair.slice(0, equals);
-        let name: string;
-        try {
-          name = decodeURIComponent(rawName.replace(/\+/g, ' '));
-        } catch {
-          return pair;
-        }
+        // Decoded as URLSearchParams decodes it (a stray % kept as it is), which is how it is read back.
+        const name = new URLSearchParams(`${rawName}=`).keys().next().value ?? '';
         return this.matches([name]) ? `${rawName}=${REDACTED_FORM}` : pair;
       })
       .join('&');
