@@ -42,6 +42,9 @@ export interface BenchResults {
     /** The same load on a github source (signature, no key): what verification costs. */
     githubSource?: Summary;
     githubSourceToService?: number;
+    /** The same load on an integration that redacts five paths before storing (issue 40). */
+    redacting?: Summary;
+    redactingToService?: number;
     servicePeakRssMb: number;
     floorPeakRssMb: number;
     baselinePeakRssMb: number;
@@ -119,6 +122,21 @@ export function rows(results: BenchResults): Row[] {
             result: closedLoop.githubSourceToService.toFixed(2),
             target: '>= 0.90',
             pass: closedLoop.githubSourceToService >= 0.9,
+          },
+        ]
+      : []),
+    ...(closedLoop.redacting && closedLoop.redactingToService !== undefined
+      ? [
+          {
+            measure: 'closed loop: five redaction paths req/s (median)',
+            result: throughputOfFloor(closedLoop.redacting, floor),
+            target: '',
+          },
+          {
+            measure: 'throughput redacting/none',
+            result: closedLoop.redactingToService.toFixed(2),
+            target: '>= 0.90',
+            pass: closedLoop.redactingToService >= 0.9,
           },
         ]
       : []),

@@ -40,6 +40,9 @@ import { formatTable, overloadShares, writeResults, type BenchResults } from './
 import { SignedRequests } from './signed-requests.js';
 import { Wrk } from './wrk.js';
 
+/** What the redacting target's integration replaces before storing: five paths of the push (the small body has none of them). */
+const REDACTION_PATHS = ['data.pusher.email', 'data.head_commit.author.email', 'data.head_commit.committer.email', '$..email', '$..phone'];
+
 /** Signed requests made for each run of the github target: more than the fastest run sends (10 s at 4,000/s). */
 const SIGNED_REQUESTS_PER_RUN = 80_000;
 const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
@@ -132,6 +135,12 @@ async function main(): Promise<void> {
     ...['integration', 'create', '--company', String(company.id), '--name', 'bench'],
   ]);
   const headers = { 'content-type': 'application/json', 'x-api-key': String(integration.api_key) };
+  // The same webhooks to an integration that redacts five paths before storing (issue 40):
+  // three named from the root and two at any depth, so every body is scanned whole.
+  const redacting = await runCli(serviceRoot, database.url, [
+    ...['integration', 'create', '--company', String(company.id), '--name', 'bench redacting'],
+    ...['--redaction', JSON.stringify({ paths: REDACTION_PATHS })],
+  ]);
   // The same push, as GitHub sends it to a github source: its own body, signed. No
   // X-GitHub-Delivery, so neither target pays for an idempotency claim: the difference is
   // the signature's check (opening the secret, one HMAC over the body) and the provider's rules.
@@ -185,6 +194,14 @@ async function main(): Promise<void> {
     cpuMicroseconds: serviceCpu,
     threadBusySeconds: serviceThreads,
   };
+  const redactingTarget: LoadTarget = {
+    name: 'service + redaction',
+    url: `http://127.0.0.1:${service.port}/api/webhooks/${redacting.integration_key}`,
+    headers: { 'content-type': 'application/json', 'x-api-key': String(redacting.api_key) },
+    body: body.bytes,
+    cpuMicroseconds: serviceCpu,
+    threadBusySeconds: serviceThreads,
+  };
   // The service's path, so that the request line is the same length on every target.
   const floorTarget: LoadTarget = {
     name: 'floor',
@@ -205,7 +222,7 @@ async function main(): Promise<void> {
   for (const server of [service, deliveringService, floor, baseline]) resetPeakRss(server.pid);
   const deliveryRounds: DeliveryRound[] = [];
   const deliveryHooks = measureDeliveries(destinationTarget, deliveringService.port, receiver, benchDestination, deliveryRounds);
-  const closedLoopTargets = [floorTarget, serviceTarget, destinationTarget, baselineTarget, githubTarget];
+  const closedLoopTargets = [floorTarget, serviceTarget, destinationTarget, baselineTarget, githubTarget, redactingTarget];
   const rounds = await runClosedLoop(wrk, closedLoopTargets, settings, deliveryHooks);
   const servicePeakRssMb = peakRssMb(service.pid);
   const deliveringPeakRssMb = peakRssMb(deliveringService.pid);
@@ -215,6 +232,7 @@ async function main(): Promise<void> {
   const floorSummary = summarize(rounds, 'floor');
   const baselineSummary = summarize(rounds, 'baseline');
   const githubSummary = summarize(rounds, 'github source');
+  const redactingSummary = summarize(rounds, redactingTarget.name);
   const destinationSummary = summarize(rounds, destinationTarget.name);
   const maxRate = serviceSummary.requestsPerSecond;
   const toFloor = (requestsPerSecond: number) => Math.round((requestsPerSecond / floorSummary.requestsPerSecond) * 100) / 100;
@@ -302,6 +320,8 @@ async function main(): Promise<void> {
       serviceToBaseline: Math.round((maxRate / baselineSummary.requestsPerSecond) * 100) / 100,
       githubSource: githubSummary,
       githubSourceToService: Math.round((githubSummary.requestsPerSecond / maxRate) * 100) / 100,
+      redacting: redactingSummary,
+      redactingToService: Math.round((redactingSummary.requestsPerSecond / maxRate) * 100) / 100,
       servicePeakRssMb,
       floorPeakRssMb,
       baselinePeakRssMb,

@@ -26,6 +26,14 @@ test('create with --source, edit the source, then rotate the secrets key', async
 
   const plain = (await runCliJson(['integration', 'create', '--company', String(company.id), '--name', 'Plain'], env)).json;
   expect(Object.keys(plain).sort()).toEqual(['api_key', 'id', 'integration_key', 'webhook_url']);
+  // What it redacts before storing, as the API takes it; a bad path is refused in words.
+  const [redacting, badRedaction] = await Promise.all([
+    runCliJson(['integration', 'create', '--company', String(company.id), '--name', 'Redacting', '--redaction', '{"paths":["$..email"],"headers":["X-Email"]}'], env),
+    runCli(['integration', 'create', '--company', String(company.id), '--name', 'Bad', '--redaction', '{"paths":["a..b"]}'], env),
+  ]);
+  expect(redacting.json).toMatchObject({ redaction_paths: ['$..email'], redaction_headers: ['x-email'] });
+  expect(badRedaction.code).toBe(1);
+  expect(badRedaction.stderr).toMatch(/^intake: "a\.\.b" is not a path/);
 
   // Stripe shows its secret only once the endpoint exists: the address comes first, the secret later.
   const stripe = await runCli(['integration', 'create', '--company', String(company.id), '--name', 'Stripe', '--source', 'stripe'], env);

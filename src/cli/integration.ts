@@ -17,6 +17,7 @@ export function registerIntegrationCommands(program: Command): void {
     .option('--source <type>', `how senders prove themselves besides the API key: ${SOURCE_TYPES.join(', ')}`)
     .option('--secret <secret>', "the provider's signing secret (generated when absent, where the provider takes ours)")
     .option('--source-config <json>', 'hmac, basic and query_token settings, as the API takes them', parseJsonObject)
+    .option('--redaction <json>', 'values replaced before storing, as the API takes them: \'{"paths":["data.customer.email"],"headers":[]}\'', parseRedaction)
     .option('--json', 'print one JSON object')
     .action(
       (options: {
@@ -25,6 +26,7 @@ export function registerIntegrationCommands(program: Command): void {
         description?: string;
         bodyLimit?: number;
         rateLimit?: number;
+        redaction?: Record<string, unknown>;
         json?: boolean;
       } & SourceOptions) =>
         withStore(async ({ management }) => {
@@ -34,6 +36,7 @@ export function registerIntegrationCommands(program: Command): void {
             bodyLimitBytes: options.bodyLimit,
             rateLimitPerMinute: options.rateLimit,
             source: sourceInput(options),
+            redaction: options.redaction,
           });
           print(
             {
@@ -45,6 +48,10 @@ export function registerIntegrationCommands(program: Command): void {
               ...(options.source !== undefined && { source_type: created.integration.source.type }),
               ...(created.sourceSecret !== undefined && { source_secret: created.sourceSecret }),
               ...(created.awaitingSecret && { awaiting_secret: true }),
+              ...(created.integration.redaction !== null && {
+                redaction_paths: created.integration.redaction.paths,
+                redaction_headers: created.integration.redaction.headers,
+              }),
             },
             options,
             [created.sourceSecret === undefined ? SHOWN_ONCE : SECRETS_SHOWN_ONCE, created.awaitingSecret && awaitingNote(created.integration)]
@@ -134,6 +141,16 @@ function parseJsonObject(text: string): Record<string, unknown> {
     // Said below.
   }
   throw new AppError('invalid_request', '--source-config must be a JSON object, e.g. \'{"header":"X-Signature"}\'.');
+}
+
+function parseRedaction(text: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(text);
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, unknown>;
+  } catch {
+    // Said below.
+  }
+  throw new AppError('invalid_request', '--redaction must be a JSON object, e.g. \'{"paths":["data.customer.email"]}\'.');
 }
 
 export async function companyOfIntegration({ store }: CommandContext, integrationId: string): Promise<string> {
