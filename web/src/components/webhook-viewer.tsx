@@ -204,7 +204,7 @@ function WebhookBody({
         {tab === 'raw' && (
           <div className="raw-body">
             <div className="raw-body-toolbar">
-              <span className="muted small">Exactly as received, {formatBytes(size)}</span>
+              <span className="muted small">As stored, byte for byte (as received, less what its integration redacts), {formatBytes(size)}</span>
               <CopyButton text={webhook.raw_body} label="Copy raw body" />
             </div>
             <pre className="raw-body-text" tabIndex={0} aria-label="Raw body">

@@ -25,6 +25,8 @@ export interface Integration {
   /** When it last took a webhook; null: never. */
   last_webhook_at: string | null;
   source: Source;
+  /** What is replaced before each webhook is stored (src/api/integrations.ts); null: nothing. */
+  redaction: { paths: string[]; headers: string[] } | null;
 }
 
 export type KeyStatus = 'active' | 'expiring' | 'expired' | 'revoked';

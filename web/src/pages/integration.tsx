@@ -5,6 +5,7 @@ import { ConfirmDialog, Field, FormDialog } from '../components/dialog';
 import { Badge, CopyField, ErrorMessage, Loading, PageHeader, Time, numberFormat, formatBytes } from '../components/ui';
 import { useSession } from '../session';
 import { IntegrationKeys } from './integration-keys';
+import { IntegrationRedaction } from './integration-redaction';
 import { IntegrationSource } from './integration-source';
 import {
   IntegrationFields,
@@ -161,6 +162,8 @@ export function IntegrationPage() {
       </div>
 
       <IntegrationSource integration={integration} manage={manage} onChanged={updated} />
+
+      <IntegrationRedaction integration={integration} manage={manage} onChanged={updated} />
 
       <IntegrationKeys integration={integration} manage={manage} />
 

@@ -1,0 +1,122 @@
+import { useState } from 'react';
+import { api } from '../api/client';
+import { Field, FormDialog } from '../components/dialog';
+import type { Integration } from './integration-shared';
+
+/**
+ * An integration's redaction (src/domain/redaction.ts, docs/personal-data.md): the body's
+ * paths and the headers whose values are replaced before each webhook is stored, and
+ * changing them.
+ */
+export function IntegrationRedaction({
+  integration,
+  manage,
+  onChanged,
+}: {
+  integration: Integration;
+  manage: boolean;
+  onChanged(next: Integration): void;
+}) {
+  const [editing, setEditing] = useState(false);
+  const redaction = integration.redaction;
+  return (
+    <section className="card redaction-section" aria-labelledby="redaction-heading">
+      <header className="section-header">
+        <div>
+          <h2 id="redaction-heading">Personal data</h2>
+          <p className="muted small">
+            Values replaced by <code>[redacted]</code> before each webhook is stored, after its signature is checked. The rest of the
+            body is stored as it came; destinations get the redacted body.
+          </p>
+        </div>
+        {manage && (
+          <div className="actions">
+            <button type="button" className="button" onClick={() => setEditing(true)}>
+              Edit redaction
+            </button>
+          </div>
+        )}
+      </header>
+      {redaction === null ? (
+        <p className="muted">Nothing is redacted: webhooks are stored as they came.</p>
+      ) : (
+        <dl className="details">
+          <dt>Body paths</dt>
+          <dd>{redaction.paths.length === 0 ? <span className="muted">None</span> : <CodeList items={redaction.paths} />}</dd>
+          <dt>Headers</dt>
+          <dd>{redaction.headers.length === 0 ? <span className="muted">None</span> : <CodeList items={redaction.headers} />}</dd>
+        </dl>
+      )}
+      {editing && (
+        <EditRedactionDialog
+          integration={integration}
+          onClose={() => setEditing(false)}
+          onSaved={(next) => {
+            setEditing(false);
+            onChanged(next);
+          }}
+        />
+      )}
+    </section>
+  );
+}
+
+function CodeList({ items }: { items: string[] }) {
+  return (
+    <ul className="redaction-list">
+      {items.map((item) => (
+        <li key={item}>
+          <code>{item}</code>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/** One entry a line; blank lines are left out. */
+function lines(text: string): string[] {
+  return text
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+}
+
+function EditRedactionDialog({
+  integration,
+  onClose,
+  onSaved,
+}: {
+  integration: Integration;
+  onClose(): void;
+  onSaved(next: Integration): void;
+}) {
+  const [paths, setPaths] = useState((integration.redaction?.paths ?? []).join('\n'));
+  const [headers, setHeaders] = useState((integration.redaction?.headers ?? []).join('\n'));
+  const submit = async () => {
+    const asked = { paths: lines(paths), headers: lines(headers) };
+    const redaction = asked.paths.length === 0 && asked.headers.length === 0 ? null : asked;
+    onSaved(await api.patch<Integration>(`/integrations/${integration.id}`, { redaction }));
+  };
+  return (
+    <FormDialog title="Edit redaction" submitLabel="Save redaction" onClose={onClose} onSubmit={submit}>
+      <p>
+        What you list is replaced in webhooks stored from now on; those stored before stay as they are. Leave both empty to redact
+        nothing.
+      </p>
+      <Field
+        label="Body paths, one a line"
+        hint={
+          <>
+            From the body’s root: <code>data.customer.email</code>; <code>*</code> for any one key (<code>data.card.*</code>);{' '}
+            <code>$..</code> at the start for any depth (<code>$..phone</code>). At most 20.
+          </>
+        }
+      >
+        <textarea value={paths} onChange={(e) => setPaths(e.target.value)} rows={4} spellCheck={false} className="mono" autoFocus />
+      </Field>
+      <Field label="Headers, one a line" hint="Header names, in any case. At most 20.">
+        <textarea value={headers} onChange={(e) => setHeaders(e.target.value)} rows={2} spellCheck={false} className="mono" />
+      </Field>
+    </FormDialog>
+  );
+}
