@@ -5,7 +5,7 @@ import type { SecretBox } from '../domain/secret-box.js';
 import { newRecoveryCodes, newTotpSecret, otpauthUri, recoveryCodeHash, totpStep } from '../domain/two-factor.js';
 import { AppError } from '../errors.js';
 import { addressKey } from '../intake/auth-failures.js';
-import type { AuditEvent, PasswordReset, Store, UserAccount } from '../store/store.js';
+import type { Actor, AuditEvent, PasswordReset, Store, UserAccount } from '../store/store.js';
 import { linkTokenHash, newLinkToken, PASSWORD_RESET_LIFETIME_MS, passwordResetUrl } from './links.js';
 import type { Mailer } from './mailer.js';
 import type { SignInGuard } from './sign-in-guard.js';
@@ -191,11 +191,13 @@ export class Accounts {
 }
 
 /**
- * A change of the user's own account for the audit logs of their companies: by them, of
- * them, with their email (never a password, a secret or a code).
+ * A change of the user's own account for the audit logs of their companies: of them, with
+ * their email (never a password, a secret or a code); by them from `ip`, or by `actor` (the
+ * operator's CLI).
  */
-function accountAudit(action: string, user: { id: string; email: string }, ip: string, at: number): AuditEvent {
-  return { actor: { type: 'user', id: user.id, ip }, action, targetType: 'user', targetId: user.id, after: { email: user.email }, at };
+export function accountAudit(action: string, user: { id: string; email: string }, by: string | Actor, at: number): AuditEvent {
+  const actor: Actor = typeof by === 'string' ? { type: 'user', id: user.id, ip: by } : by;
+  return { actor, action, targetType: 'user', targetId: user.id, after: { email: user.email }, at };
 }
 
 /** The hash of a password someone chose for their own account, within the bounds on password work. */

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { passwordResetLink } from '../admin/accounts.js';
+import { accountAudit, passwordResetLink } from '../admin/accounts.js';
 import { AppError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { print, withStore } from './context.js';
@@ -40,15 +40,7 @@ export function registerUserCommands(program: Command): void {
     .action((options: { email: string; json?: boolean }) =>
       withStore(async ({ store, actor }) => {
         const account = await findAccount(store, options.email);
-        const at = Date.now();
-        await store.disableTwoFactor(account.id, {
-          actor,
-          action: 'account.two_factor_disable',
-          targetType: 'user',
-          targetId: account.id,
-          after: { email: account.email },
-          at,
-        });
+        await store.disableTwoFactor(account.id, accountAudit('account.two_factor_disable', account, actor, Date.now()));
         await store.deleteSessionsOfUser(account.id);
         print({ id: account.id, email: account.email, two_factor_enabled: false }, options);
       }),

@@ -174,7 +174,7 @@ function matchesPattern(pattern: Pattern, path: readonly string[]): boolean {
  * only; null when the text is not JSON. Iterative, so a deeply nested body cannot exhaust
  * the stack.
  */
-export function matchingSpans(
+function matchingSpans(
   text: string,
   matches: (path: readonly string[]) => boolean,
   mayMatchBelow: (path: readonly string[]) => boolean = () => true,

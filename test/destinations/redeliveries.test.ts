@@ -239,6 +239,17 @@ describe('the redelivery budget', () => {
     expect(await service.send(owner.companyId, late, { since: 0 }, ACTOR)).toMatchObject({ count: 11, skipped: 0, more: true });
   });
 
+  test('named deliveries past the budget: as many as it allows, and `more` says the rest are left', async () => {
+    const id = await addDestination(store, owner.companyId, { createdAt: T0 - 2 * HOUR });
+    await settledDeliveries(id, 5, 'failed');
+    const ids = (await db.query<{ id: string }>(`select id from deliveries where destination_id = '${id}' order by id`)).map((row) => row.id);
+    const service = redeliveries({ perHour: 3 });
+    expect(await service.replay(owner.companyId, { destinationId: id, deliveryIds: ids }, ACTOR)).toEqual({ count: 3, more: true });
+    now += HOUR;
+    expect(await service.replay(owner.companyId, { destinationId: id, deliveryIds: ids }, ACTOR)).toEqual({ count: 2, more: false });
+    expect(await states(id)).toEqual({ 'pending/1': 5 });
+  });
+
   test('is per company: one company that spent its budget leaves another’s whole', async () => {
     const id = await addDestination(store, owner.companyId, { createdAt: T0 - 2 * HOUR });
     await settledDeliveries(id, 10, 'failed');

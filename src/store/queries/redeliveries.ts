@@ -379,8 +379,10 @@ export async function scanReplay(
       .where(bulkReplayable(filter.state, true))
       .where(notReplayedSince(startedBefore));
     if (filter.state !== undefined) named = named.where('state', '=', filter.state);
-    const rows = await named.orderBy('created_at').orderBy('id').limit(limit).execute();
-    return { items: rows.map((row) => ({ id: row.id, createdAt: Number(row.created_at) })), more: false };
+    // One past the limit: `more` when the budget leaves some of them for another call.
+    const rows = await named.orderBy('created_at').orderBy('id').limit(limit + 1).execute();
+    const items = rows.slice(0, limit).map((row) => ({ id: row.id, createdAt: Number(row.created_at) }));
+    return { items, more: rows.length > limit };
   }
   const ofDestination = () => {
     let select = db.selectFrom('deliveries').where('company_id', '=', companyId).where('destination_id', '=', filter.destinationId);
