@@ -35,6 +35,7 @@ const ON_BOTH_DATABASES = [
   'test/api/auth.test.ts',
   'test/api/account.test.ts',
   'test/api/account-audit.test.ts',
+  'test/api/erasures.test.ts',
   'test/api/redaction.test.ts',
   'test/api/invitations.test.ts',
   'test/api/members.test.ts',

@@ -1,5 +1,5 @@
 /*
- * `npm run bench:bulk [-- --dist DIR] [--postgres] [--seconds S] [--rate R] [--webhooks N] [--flood-webhooks M] [--label L]`
+ * `npm run bench:bulk [-- --dist DIR] [--postgres] [--seconds S] [--rate R] [--webhooks N] [--flood-webhooks M] [--erasure-webhooks E] [--phases stall,flood,erasure] [--label L]`
  *
  * What one company's replays and sends cost everyone else, and what they can make intake
  * send to a URL of the company's choosing (issue 33, findings 2 and 3). The same script
@@ -13,6 +13,10 @@
  * - **flood**: a third company, M webhooks delivered to a receiver on loopback (nginx), then
  *   one bulk replay a second for 60 s: the requests the receiver got in that minute, with
  *   the destination as made by default and with the highest rate the API allows.
+ * - **erasure**: a fourth company stores E webhooks (one in a hundred holding a person's
+ *   email), then erases that email (issue 40), and erases again and again (values held
+ *   nowhere: each reads every webhook) for as long as the victim sends as in the stall
+ *   phase: the victim's p50 and p99 alone and beside them, and how long each erasure took.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -38,7 +42,8 @@ const { values: args } = parseArgs({
     webhooks: { type: 'string', default: '30000' },
     'flood-webhooks': { type: 'string', default: '20000' },
     'flood-seconds': { type: 'string', default: '60' },
-    phases: { type: 'string', default: 'stall,flood' },
+    'erasure-webhooks': { type: 'string', default: '100000' },
+    phases: { type: 'string', default: 'stall,flood,erasure' },
     label: { type: 'string' },
   },
 });
@@ -48,6 +53,7 @@ const settings = {
   webhooks: Number(args.webhooks),
   floodWebhooks: Number(args['flood-webhooks']),
   floodSeconds: Number(args['flood-seconds']),
+  erasureWebhooks: Number(args['erasure-webhooks']),
   timeoutMs: 10_000,
   maxConnections: 256,
   /** Calls of each kind the attacker keeps going at once in the stall phase. */
@@ -64,7 +70,7 @@ let receiver: Receiver | null = null;
 interface Company {
   companyId: string;
   intake: LoadTarget;
-  /** Headers of a management key with integrations:manage and logs:read. */
+  /** Headers of a management key with integrations:manage, logs:read and data:erase. */
   api: Record<string, string>;
 }
 
@@ -147,6 +153,52 @@ async function main(): Promise<void> {
     report.flood = flood;
   }
 
+  if (phases.has('erasure')) {
+    const victim = await company(env, base, 'erasure victim');
+    victim.intake.body = Buffer.from(JSON.stringify({ event: 'order.created', data: { id: 'ord_1', amount: 1200, currency: 'eur' } }));
+    const owner = await company(env, base, 'erasing');
+    const person = 'jane.doe.bench@example.com';
+    const holding = Math.max(1, Math.round(settings.erasureWebhooks / 100));
+    say(`  storing ${settings.erasureWebhooks} webhooks in the erasing company, ${holding} of them holding the email`);
+    const deadline = Date.now() + 1_800_000;
+    const stored = await postWebhooks(owner.intake, settings.erasureWebhooks - holding, 8, deadline);
+    const personal = { ...owner.intake, body: Buffer.from(JSON.stringify({ event: 'customer.updated', data: { customer: { email: person, name: 'Jane Doe' }, note: 'x'.repeat(400) } })) };
+    const storedPersonal = await postWebhooks(personal, holding, 8, deadline);
+    await sleep(2_000);
+    say(`  victim alone: ${settings.rate}/s for ${settings.seconds} s`);
+    const alone = await victimLoad(victim);
+    say('  victim beside erasures, one after the other: the email first, then values held nowhere (each reads every webhook)');
+    const stop = { now: false };
+    const runs = (async () => {
+      const done: Array<{ state: unknown; counts: unknown; scanned: unknown; tookMs: number }> = [];
+      for (let i = 0; !stop.now; i++) {
+        const started = Date.now();
+        const created = await api(base, owner, 'POST', '/erasures', { value: i === 0 ? person : `nobody-${i}@example.com` });
+        if (created.status !== 202) throw new Error(`erasure not made: ${created.status} ${JSON.stringify(created.body)}`);
+        for (;;) {
+          const read = await api(base, owner, 'GET', `/erasures/${String(created.body.id)}`);
+          if (['completed', 'failed'].includes(String(read.body.state))) {
+            done.push({ state: read.body.state, counts: read.body.counts, scanned: read.body.scanned, tookMs: Date.now() - started });
+            break;
+          }
+          await sleep(100);
+        }
+      }
+      return done;
+    })();
+    const beside = await victimLoad(victim);
+    stop.now = true;
+    const erasures = await runs;
+    const took = erasures.map((run) => run.tookMs).sort((x, y) => x - y);
+    report.erasure = { stored, storedPersonal, alone: summary(alone), beside: summary(beside), erasures, medianTookMs: took[Math.floor(took.length / 2)] ?? null };
+    say(
+      [
+        formatStall(alone, beside, { statuses: {}, made: 0 }).split('\n').slice(0, 2).join('\n'),
+        `    ${erasures.length} erasures of ${settings.erasureWebhooks} webhooks, median ${((took[Math.floor(took.length / 2)] ?? 0) / 1000).toFixed(1)} s each; the first: ${JSON.stringify(erasures[0]?.counts)}`,
+      ].join('\n'),
+    );
+  }
+
   running.splice(running.indexOf(service), 1);
   report.serviceExitCode = await stopServer(service);
   const directory = `${root}/bench/results`;
@@ -161,7 +213,7 @@ async function company(env: Record<string, string>, base: string, name: string):
   const cli = (cliArgs: string[]) => runIntakeCli(dist, env, cliArgs);
   const created = await cli(['company', 'create', '--name', name]);
   const integration = await cli(['integration', 'create', '--company', String(created.id), '--name', 'bench']);
-  const key = await cli(['key', 'create', '--company', String(created.id), '--scope', 'integrations:manage,logs:read']);
+  const key = await cli(['key', 'create', '--company', String(created.id), '--scope', 'integrations:manage,logs:read,data:erase']);
   return {
     companyId: String(created.id),
     intake: {

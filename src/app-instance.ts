@@ -35,6 +35,8 @@ declare module 'fastify' {
     readonly registeredRoutes: readonly RegisteredRoute[];
     /** This node's delivery worker (tests drive it with runOnce and a clock of their own). */
     readonly dispatcher: DeliveryDispatcher;
+    /** Runs erasures and previews in the background (src/services/erasures.ts's ErasureRunner; tests drive it with runOnce). */
+    readonly erasureRunner: { runOnce(): Promise<void> };
     /** This node's group commit (tests wait for what is queued with drain). */
     readonly writer: GroupCommitWriter;
     /** Rung by the writer's commits; the feed's waiting reads listen to it. */

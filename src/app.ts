@@ -15,6 +15,7 @@ import type { Config } from './config.js';
 import { DeliveryMarks, ORIGIN_KEY_PURPOSE } from './domain/delivery-loop.js';
 import { newTimeOrderedId } from './domain/ids.js';
 import type { SecretBox } from './domain/secret-box.js';
+import { CompanyHashers } from './domain/value-hash.js';
 import { AppError, ERRORS, errorBody, type ErrorCode } from './errors.js';
 import { addSecurityHeaders, clientErrorHandler, hardenedServerFactory, securityHeaders } from './http-hardening.js';
 import { AddressGuard } from './destinations/address-guard.js';
@@ -37,6 +38,7 @@ import { buildMetricsServer, metricsRoute, observeRequests } from './ops/metrics
 import { watchParts } from './ops/watched-parts.js';
 import { defaultReadLimits, ReadLimits, type ReadLimitOptions } from './intake/read-limits.js';
 import { panelRoutes } from './admin/panel.js';
+import { Erasures, ErasureRunner, type ErasureRunnerOptions } from './services/erasures.js';
 import { Redeliveries, type RedeliveryOptions } from './services/redeliveries.js';
 import { SourceVerifier } from './sources/verifier.js';
 import type { Store } from './store/store.js';
@@ -60,6 +62,8 @@ export interface AppDeps {
   delivery?: Partial<DispatcherOptions> & { start?: boolean };
   /** Replays' and sends' bounds (src/services/redeliveries.ts); tests give a clock or a smaller budget. */
   redeliveries?: Partial<RedeliveryOptions>;
+  /** The erasures' runner (src/services/erasures.ts); tests give a clock and smaller pages, or `start: false` to drive it with runOnce. */
+  erasures?: ErasureRunnerOptions & { start?: boolean };
   /** Spans of requests and delivery attempts (src/telemetry/tracing.ts); absent, tracing is off and costs nothing. */
   tracing?: Tracing;
   /** How often the feed's waiting reads ask the store without a ring from this node's commits (FEED_POLL_MS); tests lengthen it. */
@@ -152,6 +156,9 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   lastUsed.start();
   const retention = new RetentionJob(store, config.retentionIntervalMs, logger);
   retention.start();
+  // Each company's keyed hashes: what hashing redactions store, and what erasures search for too.
+  const hashers = new CompanyHashers(deps.secrets);
+  const erasureRunner = new ErasureRunner(store, deps.secrets, hashers, logger, deps.erasures);
   const dispatcher = new DeliveryDispatcher(store, new DestinationSender({ guard: addressGuard }), deps.secrets, logger, {
     concurrency: config.deliveryConcurrency,
     leaseMarginMs: config.deliveryLeaseMarginMs,
@@ -198,6 +205,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   const counters = { unknownIntegrationRequests: 0 };
   const authFailures = new AuthFailureLimiter(config.authFailureLimit, config.authFailureWindowMs);
   app.decorate('dispatcher', dispatcher);
+  app.decorate('erasureRunner', erasureRunner);
   app.decorate('writer', writer);
   app.decorate('feedBell', feedBell);
   await app.register(healthRoutes, { store, writer });
@@ -227,6 +235,8 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
           boundedRead: (companyId, read) => app.readLimits.read(companyId, read),
           ...deps.redeliveries,
         }),
+        erasures: new Erasures(store, deps.secrets, erasureRunner, deps.erasures?.now),
+        hashers,
         ...accountDeps,
       }),
     { prefix: '/api/v1' },
@@ -252,6 +262,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
       sources: new SourceVerifier(deps.secrets, config.baseUrl, (provider, reason) => metrics.sourceRefused(provider, reason)),
       deliveryMarks,
       metrics,
+      hashers,
     });
   });
   watchParts(metrics, {
@@ -264,6 +275,7 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
     signIn,
     readLimits: app.readLimits,
     retention,
+    erasures: erasureRunner,
     dispatcher,
   });
 
@@ -272,11 +284,13 @@ export async function buildApp(deps: AppDeps): Promise<AppInstance> {
   app.addHook('onReady', async () => {
     admission.start();
     if (deps.delivery?.start !== false) dispatcher.start();
+    if (deps.erasures?.start !== false) erasureRunner.start();
   });
   app.addHook('onClose', async () => {
     admission.stop();
     keyCache.stop();
     await retention.stop();
+    await erasureRunner.stop();
     await writer.drain();
     await dispatcher.stop();
     await lastUsed.stop();

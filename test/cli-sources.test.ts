@@ -34,6 +34,14 @@ test('create with --source, edit the source, then rotate the secrets key', async
   expect(redacting.json).toMatchObject({ redaction_paths: ['$..email'], redaction_headers: ['x-email'] });
   expect(badRedaction.code).toBe(1);
   expect(badRedaction.stderr).toMatch(/^intake: "a\.\.b" is not a path/);
+  // Its own retention, at most the company's (30 days); longer is refused naming it.
+  const [retaining, tooLong] = await Promise.all([
+    runCliJson(['integration', 'create', '--company', String(company.id), '--name', 'Payments', '--retention-days', '7'], env),
+    runCli(['integration', 'create', '--company', String(company.id), '--name', 'Hoarding', '--retention-days', '31'], env),
+  ]);
+  expect(retaining.json).toMatchObject({ retention_days: 7 });
+  expect(tooLong.code).toBe(1);
+  expect(tooLong.stderr).toMatch(/^intake: An integration's retention .* 30 days/);
 
   // Stripe shows its secret only once the endpoint exists: the address comes first, the secret later.
   const stripe = await runCli(['integration', 'create', '--company', String(company.id), '--name', 'Stripe', '--source', 'stripe'], env);

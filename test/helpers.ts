@@ -50,7 +50,7 @@ export interface TestApp {
  */
 export async function buildTestApp(
   env: Record<string, string> = {},
-  options: Pick<AppDeps, 'readLimits' | 'delivery' | 'redeliveries'> & { secrets?: SecretBox } = {},
+  options: Pick<AppDeps, 'readLimits' | 'delivery' | 'redeliveries' | 'erasures'> & { secrets?: SecretBox } = {},
 ): Promise<TestApp> {
   const database = await freshStore();
   const { store, cleanup } = database;

@@ -61,6 +61,8 @@ describe(`query plans (${dialect})`, () => {
     const keeper = await createCompany(store, 90);
     const keepers: Owner[] = [];
     for (let i = 0; i < 8; i++) keepers.push(await createIntegration(store, keeper));
+    // And one that keeps 30 of the company's 90 days: the purge finds its rows by integration.
+    const shortKeeper = await createIntegration(store, keeper, now, 30);
     const purged = await createCompany(store, 30);
     const purgedOwners = [await createIntegration(store, purged), await createIntegration(store, purged)];
     /** `count` webhooks from `from` to `to`, oldest first, round robin over `owners`. */
@@ -97,6 +99,9 @@ describe(`query plans (${dialect})`, () => {
         purge.find((s) => s.sql.startsWith(`delete from "${table}"`) && s.parameters.includes(purged))!;
       captured.set('retention purge of webhooks', purgeOf('webhooks'));
       captured.set('retention purge of the request log', purgeOf('request_log'));
+      const ofIntegration = (start: string) => purge.find((s) => s.sql.startsWith(start) && s.parameters.includes(shortKeeper.integrationId))!;
+      captured.set("an integration's retention purge of webhooks", ofIntegration('select "uuid" from "webhooks"'));
+      captured.set("an integration's retention purge of the request log", ofIntegration('delete from "request_log"'));
 
       const recent = [...keepers, ...purgedOwners];
       await store.commitBatch(
@@ -327,6 +332,21 @@ describe(`query plans (${dialect})`, () => {
     // The outer DELETE may find the chosen rows again by primary key.
     const primaryKey = dialect === 'sqlite' ? `sqlite_autoindex_${table}_1` : `${table}_pkey`;
     expectIndexedReads(plan, table, [index, primaryKey]);
+    expect(plan.sorts, plan.text).toEqual([]);
+  });
+
+  test.each([
+    ["an integration's retention purge of webhooks", 'webhooks', ['webhooks_integration_time', 'webhooks_integration_event_time']],
+    ["an integration's retention purge of the request log", 'request_log', ['request_log_integration_time']],
+  ] as const)("%s: finds the expired rows through one of the integration's indexes", async (name, table, indexes) => {
+    const plan = await explain(name);
+    const primaryKey = dialect === 'sqlite' ? `sqlite_autoindex_${table}_1` : `${table}_pkey`;
+    const reads = plan.reads.filter((r) => r.table === table);
+    expect(reads.length, plan.text).toBeGreaterThan(0);
+    // Either index starting with the integration bounds the read by it: this integration
+    // has no rows here, so the planner may take either.
+    for (const read of reads) expect([...indexes, primaryKey], plan.text).toContain(read.index);
+    expect(reads.some((read) => (indexes as readonly (string | undefined)[]).includes(read.index)), plan.text).toBe(true);
     expect(plan.sorts, plan.text).toEqual([]);
   });
 });

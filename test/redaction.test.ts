@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { checkRedaction, REDACTED, Redactor, type Redaction } from '../src/domain/redaction.js';
+import { HASH_PREFIX, ValueHasher } from '../src/domain/value-hash.js';
 
 /**
  * Redaction before storing: the named values replaced in the body's own text, the rest of
@@ -115,6 +116,17 @@ describe('redaction of a form body and of headers', () => {
     expect([...read]).toEqual([['From', REDACTED], ['a%zz', REDACTED], ['b', 'z']]);
   });
 
+  test('a preview counts the values named, a value already "[redacted]" too, a whole object once', () => {
+    const count = (paths: string[], text: string, format: 'json' | 'form' = 'json') => redactor(paths).redactedBody(Buffer.from(text), format).values;
+    expect(count(['$..email', 'card'], '{"a":{"email":"x"},"b":[{"email":"[redacted]"}],"card":{"number":"4242","cvc":1}}')).toBe(3);
+    expect(count(['From', 'Body'], 'From=%2B1&Body=%5Bredacted%5D&To=x', 'form')).toBe(2);
+    expect(count(['nothing'], '{"a":1}')).toBe(0);
+    const raw = Buffer.from('{"email":"[redacted]"}');
+    // Named but stored so already: the same bytes, the same Buffer.
+    expect(redactor(['email']).redactedBody(raw, 'json')).toEqual({ body: raw, values: 1 });
+    expect(redactor(['email']).redactedBody(raw, 'json').body).toBe(raw);
+  });
+
   test('named headers, whatever their case', () => {
     const headers = { 'x-customer-email': 'ada@example.com', 'content-type': 'application/json' };
     expect(redactor([], ['X-Customer-Email']).headersOf(headers)).toEqual({ 'x-customer-email': REDACTED, 'content-type': 'application/json' });
@@ -127,12 +139,48 @@ describe('checking what is asked for', () => {
     expect(checkRedaction({ paths: ['data.customer.email', '$..phone', 'card.*'], headers: ['X-Email'] })).toEqual({
       paths: ['data.customer.email', '$..phone', 'card.*'],
       headers: ['x-email'],
+      mode: 'redact',
     });
+    expect(checkRedaction({ paths: ['a'], mode: 'hash' })).toMatchObject({ mode: 'hash' });
+    expect(typeof checkRedaction({ paths: ['a'], mode: 'encrypt' })).toBe('string');
     for (const paths of [['a..b'], [''], ['$..'], ['a.$b'], ['x'.repeat(201)], Array.from({ length: 21 }, (_, i) => `p${i}`), 'a', [1]]) {
       expect(typeof checkRedaction({ paths })).toBe('string');
     }
     for (const headers of [['bad header'], Array.from({ length: 21 }, (_, i) => `h${i}`), 'x']) {
       expect(typeof checkRedaction({ headers })).toBe('string');
     }
+  });
+});
+
+describe('hash mode', () => {
+  const hasher = new ValueHasher(Buffer.alloc(32, 7));
+  const hashing = (paths: string[], headers: string[] = []) => new Redactor(checkRedaction({ paths, headers, mode: 'hash' }) as Redaction, hasher);
+  const HASH = new RegExp(`^${HASH_PREFIX}[0-9a-f]{32}$`);
+
+  test('each value becomes its keyed hash: equal values (case aside) alike, the value itself gone', () => {
+    const body = '{"a":{"email":"Ada@Example.com"},"b":{"email":"ada@example.com"},"c":{"email":"bob@example.com"},"n":{"email":15551234567}}';
+    const stored = JSON.parse(hashing(['$..email']).body(Buffer.from(body), 'json').toString()) as Record<string, { email: string }>;
+    expect(stored.a!.email).toMatch(HASH);
+    expect(stored.a!.email).toBe(stored.b!.email);
+    expect(stored.c!.email).not.toBe(stored.a!.email);
+    expect(stored.a!.email).toBe(hasher.hash('ada@example.com'));
+    // A number is hashed as it was written.
+    expect(stored.n!.email).toBe(hasher.hash('15551234567'));
+    expect(JSON.stringify(stored).toLowerCase()).not.toContain('example.com');
+  });
+
+  test("another key (another company's) gives other hashes", () => {
+    expect(new ValueHasher(Buffer.alloc(32, 8)).hash('ada@example.com')).not.toBe(hasher.hash('ada@example.com'));
+  });
+
+  test('a JSON escape is read before hashing; a form field and a header are hashed as read', () => {
+    expect(hashing(['e']).body(Buffer.from('{"e":"ada\\u0040example.com"}'), 'json').toString()).toBe(`{"e":"${hasher.hash('ada@example.com')}"}`);
+    const form = new URLSearchParams(hashing(['From']).body(Buffer.from('From=%2B15551234567&To=x'), 'form').toString());
+    expect([...form]).toEqual([['From', hasher.hash('+15551234567')], ['To', 'x']]);
+    expect(hashing([], ['x-email']).headersOf({ 'X-Email': 'Ada@example.com' })).toEqual({ 'X-Email': hasher.hash('ada@example.com') });
+  });
+
+  test('a hashing redaction cannot be made without its hasher', () => {
+    expect(() => new Redactor(checkRedaction({ paths: ['a'], mode: 'hash' }) as Redaction)).toThrow();
   });
 });

@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import { openStore } from '../src/store/open-store.js';
-import { DEFAULT_RETENTION_DAYS, requestLogOf, type PendingWebhook, type RequestLogEntry, type Store } from '../src/store/store.js';
+import { DEFAULT_RETENTION_DAYS, requestLogOf, type ClaimedDelivery, type PendingWebhook, type RequestLogEntry, type Store } from '../src/store/store.js';
 import { buildTestApp, waitFor } from './helpers.js';
 import { freshDatabase, testDialect, type TestDatabase } from './support/databases.js';
+import { addDestination, claimDeliveries, finishAttempts } from './support/deliveries.js';
 import { DAY_MS, createCompany, createIntegration, createTenant, logRow, webhook, type Owner } from './support/webhooks.js';
 
 const HOUR_MS = 60 * 60 * 1000;
@@ -26,6 +27,33 @@ function acceptedLogs(webhooks: PendingWebhook[]): RequestLogEntry[] {
 
 function sorted(values: string[]): string[] {
   return [...values].sort();
+}
+
+/** A succeeded attempt of each claimed delivery, made at `at`. */
+async function attemptAll(store: Store, claimed: ClaimedDelivery[], at: number): Promise<void> {
+  await finishAttempts(
+    store,
+    claimed.map((delivery) => ({
+      deliveryId: delivery.id,
+      companyId: delivery.companyId,
+      destinationId: delivery.destinationId,
+      leaseToken: delivery.leaseToken,
+      outcome: 'succeeded' as const,
+      gone: false,
+      attempt: {
+        series: delivery.series,
+        number: delivery.attempt,
+        attemptedAt: at,
+        durationMs: 5,
+        status: 204,
+        error: null,
+        responseExcerpt: 'ok',
+        nextAttemptAt: null,
+      },
+    })),
+    at,
+    DAY_MS,
+  );
 }
 
 describe(`retention purge (${testDialect()})`, () => {
@@ -74,6 +102,110 @@ describe(`retention purge (${testDialect()})`, () => {
     }
     // Nothing left to do on a second run.
     expect(await store.purgeExpired(now)).toMatchObject({ webhooks: 0, requestLog: 0 });
+  });
+
+  test("an integration keeping fewer days loses its older webhooks, log rows, deliveries and attempts; the company's others keep theirs", async () => {
+    const database = await fresh();
+    const { store } = database;
+    const now = Date.now();
+    const companyId = await createCompany(store, 30, now - 60 * DAY_MS);
+    await addDestination(store, companyId, { createdAt: now - 60 * DAY_MS, maxInFlight: 1000 });
+    const payments = await createIntegration(store, companyId, now - 60 * DAY_MS, 7);
+    const others = await createIntegration(store, companyId, now - 60 * DAY_MS);
+    // Shortened by an update, as the API does it.
+    const updated = await createIntegration(store, companyId, now - 60 * DAY_MS);
+    await store.updateIntegration(companyId, updated.integrationId, { retentionDays: 10 }, now - DAY_MS);
+    // Longer than the company's (the API refuses it; the company shortened below it later): the company's holds.
+    const longer = await createIntegration(store, companyId, now - 60 * DAY_MS, 90);
+    // Another company keeping 7 days, whose rows this purge counts as before.
+    const stranger = await createTenant(store, 7);
+
+    const ages = [0, 1, 6, 8, 10, 11, 20, 29, 31, 45].map((days) => days * DAY_MS);
+    const cases = [
+      { owner: payments, keptDays: 7 },
+      { owner: others, keptDays: 30 },
+      { owner: updated, keptDays: 10 },
+      { owner: longer, keptDays: 30 },
+      { owner: stranger, keptDays: 7 },
+    ];
+    const expected = [];
+    let purgedWebhooks = 0;
+    let purgedLogs = 0;
+    for (const { owner, keptDays } of cases) {
+      const limit = keptDays * DAY_MS;
+      // Exactly at the retention is kept; a millisecond older is not.
+      const times = [...ages, limit, limit + 1].map((age) => now - age);
+      const webhooks = times.map((at) => webhook(owner, at));
+      const rejected = times.map((at) => logRow(owner, at));
+      await store.commitBatch(webhooks, rejected);
+      const logs = [...acceptedLogs(webhooks), ...rejected];
+      const keptWebhooks = webhooks.filter((w) => now - w.receivedAt <= limit);
+      purgedWebhooks += webhooks.length - keptWebhooks.length;
+      purgedLogs += rejected.filter((r) => now - r.receivedAt > limit).length;
+      expected.push({
+        owner,
+        webhooks: sorted(keptWebhooks.map((w) => w.uuid)),
+        logs: sorted(logs.filter((r) => now - r.receivedAt <= limit).map((r) => r.id)),
+      });
+    }
+    // Every webhook of the company went to its destination, today: attempts newer than any retention.
+    const claimed = await claimDeliveries(store, now, { limit: 1000, leaseMs: 30_000 });
+    expect(claimed).toHaveLength(4 * (ages.length + 2));
+    await attemptAll(store, claimed, now);
+
+    const report = await store.purgeExpired(now);
+    // The company's own rows of 31 and 45 days went too, each counted once.
+    expect(report).toMatchObject({ webhooks: purgedWebhooks, requestLog: purgedLogs });
+    for (const { owner, webhooks, logs } of expected) {
+      expect(await webhookUuids(store, owner)).toEqual(webhooks);
+      expect(await logIds(store, owner)).toEqual(logs);
+    }
+    const keptUuids = new Set(expected.flatMap((e) => e.webhooks));
+    const kept = claimed.filter((d) => keptUuids.has(d.webhookUuid));
+    const deliveries = await database.query<{ id: string }>('select id from deliveries');
+    expect(sorted(deliveries.map((d) => d.id))).toEqual(sorted(kept.map((d) => d.id)));
+    expect(report.deliveries).toBe(claimed.length - kept.length);
+    // An integration's delivery goes with its attempts, whatever their age (the company's
+    // purge takes attempts by their own time: today's stay until their day comes).
+    const shorter = new Set([payments.integrationId, updated.integrationId]);
+    const attempted = new Set((await database.query<{ delivery_id: string }>('select delivery_id from delivery_attempts')).map((a) => a.delivery_id));
+    const ofShorter = claimed.filter((d) => shorter.has(d.integrationId));
+    expect(sorted(ofShorter.filter((d) => attempted.has(d.id)).map((d) => d.id))).toEqual(
+      sorted(ofShorter.filter((d) => keptUuids.has(d.webhookUuid)).map((d) => d.id)),
+    );
+
+    expect(await store.purgeExpired(now)).toMatchObject({ webhooks: 0, requestLog: 0, deliveries: 0 });
+    // Back to the company's: the next purge keeps what the company keeps.
+    await store.updateIntegration(companyId, payments.integrationId, { retentionDays: null }, now);
+    const older = webhook(payments, now - 20 * DAY_MS);
+    await store.commitBatch([older], []);
+    expect(await store.purgeExpired(now)).toMatchObject({ webhooks: 0 });
+    expect(await webhookUuids(store, payments)).toContain(older.uuid);
+  });
+
+  test("an integration's purge takes more than one batch, in several short deletes", async () => {
+    const { databaseUrl, store } = await fresh();
+    const now = Date.now();
+    const companyId = await createCompany(store, 30);
+    await addDestination(store, companyId, { createdAt: now - 10 * DAY_MS });
+    const payments = await createIntegration(store, companyId, now - 10 * DAY_MS, 7);
+    const expired = Array.from({ length: 2500 }, (_, i) => webhook(payments, now - 8 * DAY_MS - i * 1000));
+    const kept = Array.from({ length: 10 }, (_, i) => webhook(payments, now - i * HOUR_MS));
+    await store.commitBatch([...expired, ...kept], expired.map((w) => logRow(payments, w.receivedAt)));
+
+    const deletes: string[] = [];
+    const observed = openStore(databaseUrl, {
+      poolSize: 1,
+      onQuery: ({ sql }) => /^delete from "(webhooks|deliveries)"/.test(sql) && deletes.push(sql),
+    });
+    try {
+      expect(await observed.purgeExpired(now)).toMatchObject({ webhooks: 2500, requestLog: 2500, deliveries: 2500 });
+    } finally {
+      await observed.close();
+    }
+    expect(deletes.filter((sql) => sql.startsWith('delete from "webhooks"')).length).toBeGreaterThan(1);
+    expect(deletes.filter((sql) => sql.startsWith('delete from "deliveries"')).length).toBeGreaterThan(1);
+    expect(await webhookUuids(store, payments)).toEqual(sorted(kept.map((w) => w.uuid)));
   });
 
   test('one purge removes more than one batch of expired rows', async () => {

@@ -88,6 +88,7 @@ async function createIntegration(
     updatedAt: T0,
     source: { type: 'api_key', config: {} },
     redaction: null,
+    retentionDays: null,
   };
   const key = apiKeyFor(integration.id, T0);
   await store.createIntegration(companyId, integration, key);

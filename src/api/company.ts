@@ -59,7 +59,8 @@ export async function companyRoutes(app: AppInstance, deps: ApiDeps): Promise<vo
         summary: 'Change the company settings',
         description:
           'Owners only; management keys never. Changes only the fields sent. A shorter retention deletes older webhooks ' +
-          'and request-log rows at the next retention run (every few minutes), for good. Requiring two-factor sign-in ' +
+          'and request-log rows at the next retention run (every few minutes), for good; an integration set to keep ' +
+          "longer than the new retention keeps the company's, one set shorter keeps its own. Requiring two-factor sign-in " +
           'is a 409 unless the owner asking has it on; members without it then reach the company only once they turn it on.',
         body: Type.Partial(
           Type.Object({

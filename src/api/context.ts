@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppInstance } from '../app-instance.js';
 import type { AddressGuard } from '../destinations/address-guard.js';
 import type { SecretBox } from '../domain/secret-box.js';
+import type { CompanyHashers } from '../domain/value-hash.js';
 import type { Accounts } from '../admin/accounts.js';
 import type { Mailer } from '../admin/mailer.js';
 import { csrfTokenMatches, SESSION_COOKIE, type Sessions } from '../admin/sessions.js';
@@ -15,6 +16,7 @@ import type { Authenticator } from '../intake/authenticate.js';
 import type { KeyCache } from '../intake/key-cache.js';
 import type { LastUsedTracker } from '../intake/last-used.js';
 import { DestinationManagement } from '../services/destinations.js';
+import type { Erasures } from '../services/erasures.js';
 import type { Redeliveries } from '../services/redeliveries.js';
 import { Management, type ManagementOptions } from '../services/management.js';
 import type { Actor, Role, SessionRecord, Store } from '../store/store.js';
@@ -38,6 +40,10 @@ export interface ApiDeps {
   addressGuard: AddressGuard;
   /** Replays and sends, bounded per company and stepped on this node (one for the app). */
   redeliveries: Redeliveries;
+  /** Erasure by data subject: requests here, their work on the node's ErasureRunner. */
+  erasures: Erasures;
+  /** Each company's keyed hashes, intake's own: a preview of a hashing redaction shows the hashes intake would store. */
+  hashers: CompanyHashers;
 }
 
 /** Who is calling /api/v1, for which company, allowed to do what. */

@@ -14,12 +14,14 @@ import { authenticateApi, type ApiDeps } from './context.js';
 import { deliveryRoutes } from './deliveries.js';
 import { destinationRoutes } from './destinations.js';
 import { destinationRulesRoutes } from './destination-rules.js';
+import { erasureRoutes } from './erasures.js';
 import { integrationRoutes } from './integrations.js';
 import { invitationRoutes } from './invitations.js';
 import { keyRoutes } from './keys.js';
 import { sourceRoutes } from './sources.js';
 import { managementKeyRoutes } from './management-keys.js';
 import { memberRoutes } from './members.js';
+import { redactionPreviewRoutes } from './redaction-preview.js';
 import { requestLogRoutes } from './requests.js';
 import { usageRoutes } from './usage.js';
 import { webhookFeedRoutes } from './webhook-feed.js';
@@ -85,6 +87,7 @@ export async function apiV1Routes(app: AppInstance, deps: ApiDeps): Promise<void
   await authRoutes(app, deps);
   await accountRoutes(app, deps);
   await integrationRoutes(app, deps);
+  await redactionPreviewRoutes(app, deps);
   // --- keys and management keys ---
   await keyRoutes(app, deps);
   await sourceRoutes(app, deps);
@@ -105,4 +108,6 @@ export async function apiV1Routes(app: AppInstance, deps: ApiDeps): Promise<void
   await invitationRoutes(app, deps);
   await companyRoutes(app, deps);
   await auditRoutes(app, deps);
+  // --- personal data ---
+  await erasureRoutes(app, deps);
 }

@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import type { AppInstance } from '../app-instance.js';
 import { issuableIntegrationScopes } from '../domain/permissions.js';
 import { AppError } from '../errors.js';
-import type { Integration } from '../store/store.js';
+import { MAX_RETENTION_DAYS, type Integration } from '../store/store.js';
 import { managementFor, noContent, principalOf, type ApiDeps } from './context.js';
 import { IntegrationKeyScopes } from './keys.js';
 import { AwaitingSecret, presentSource, SourceBody, SourceSchema } from './source-schemas.js';
@@ -11,25 +11,36 @@ import { ERROR_RESPONSES, Id, NullableInteger, Page, PageQuery, Timestamp, iso, 
 
 const MAX_BODY_LIMIT = 16 * 1024 * 1024;
 
-const RedactionSchema = Type.Union(
-  [
-    Type.Object(
-      {
-        paths: Type.Optional(Type.Array(Type.String(), {
-          description: `JSON paths of the body whose values are replaced by "${REDACTED}" before storing: data.customer.email, data.card.* (any one key), $..phone (any depth); at most ${MAX_REDACTION_PATHS}.`,
-        })),
-        headers: Type.Optional(Type.Array(Type.String(), { description: `Header names whose values are replaced before storing; at most ${MAX_REDACTION_HEADERS}.` })),
-      },
-      { additionalProperties: false },
-    ),
-    Type.Null(),
-  ],
+/** What an integration redacts, as the API takes and shows it (the preview takes it too, unsaved). */
+export const RedactionFields = Type.Object(
   {
-    description:
-      'What is replaced before each webhook is stored (after its signature is checked on the bytes received): the stored body and ' +
-      'the deliveries are the body as received less those values. null: nothing.',
+    paths: Type.Optional(
+      Type.Array(Type.String(), {
+        description: `JSON paths of the body whose values are replaced by "${REDACTED}" before storing: data.customer.email, data.card.* (any one key), $..phone (any depth); at most ${MAX_REDACTION_PATHS}.`,
+      }),
+    ),
+    headers: Type.Optional(Type.Array(Type.String(), { description: `Header names whose values are replaced before storing; at most ${MAX_REDACTION_HEADERS}.` })),
+    mode: Type.Optional(
+      Type.Union([Type.Literal('redact'), Type.Literal('hash')], {
+        description:
+          `redact (the default): each value becomes "${REDACTED}". hash: its keyed hash (hmac-sha256:… with a key of the company's own), ` +
+          'so equal values stay equal and an erasure of the value still finds them, without the value being stored.',
+      }),
+    ),
   },
+  { additionalProperties: false },
 );
+
+const RedactionSchema = Type.Union([RedactionFields, Type.Null()], {
+  description:
+    'What is replaced before each webhook is stored (after its signature is checked on the bytes received): the stored body and ' +
+    'the deliveries are the body as received less those values. null: nothing.',
+});
+
+const RETENTION_DESCRIPTION =
+  "Days its webhooks are kept, with their request-log rows, deliveries and attempts: shorter than the company's retention " +
+  "(GET /api/v1/company), e.g. 7 for a payments integration where the rest keep 30; longer is a 400. null: the company's. " +
+  "Should the company's retention later become shorter, the company's holds: webhooks are kept the shorter of the two.";
 
 export const IntegrationSchema = Type.Object(
   {
@@ -46,6 +57,7 @@ export const IntegrationSchema = Type.Object(
     last_webhook_at: Type.Union([Timestamp, Type.Null()], { description: 'When it last took a webhook; null: never (or all purged).' }),
     source: SourceSchema,
     redaction: RedactionSchema,
+    retention_days: Type.Union([Type.Integer(), Type.Null()], { description: RETENTION_DESCRIPTION }),
   },
   { $id: 'Integration' },
 );
@@ -56,6 +68,7 @@ const Editable = {
   body_limit_bytes: Type.Integer({ minimum: 1, maximum: MAX_BODY_LIMIT }),
   rate_limit_per_minute: NullableInteger({ minimum: 1, maximum: 1_000_000, description: 'Requests per minute; null: no limit.' }),
   redaction: RedactionSchema,
+  retention_days: NullableInteger({ minimum: 1, maximum: MAX_RETENTION_DAYS, description: RETENTION_DESCRIPTION }),
 };
 
 const IntegrationParams = Type.Object({ integration_id: Id('int') });
@@ -111,6 +124,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
           body_limit_bytes: Type.Optional(Editable.body_limit_bytes),
           rate_limit_per_minute: Type.Optional(Editable.rate_limit_per_minute),
           redaction: Type.Optional(Editable.redaction),
+          retention_days: Type.Optional(Editable.retention_days),
           scopes: Type.Optional(IntegrationKeyScopes),
           source: Type.Optional(SourceBody),
         }),
@@ -139,6 +153,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
         keyScopes: issuableIntegrationScopes(permissions, body.scopes),
         source: body.source,
         redaction: body.redaction,
+        retentionDays: body.retention_days,
       });
       return reply.code(201).send({
         integration: presentIntegration(deps, created.integration, null, created.awaitingSecret),
@@ -193,6 +208,7 @@ export async function integrationRoutes(app: AppInstance, deps: ApiDeps): Promis
         ...(body.body_limit_bytes !== undefined && { bodyLimitBytes: body.body_limit_bytes }),
         ...(body.rate_limit_per_minute !== undefined && { rateLimitPerMinute: body.rate_limit_per_minute }),
         ...(body.redaction !== undefined && { redaction: body.redaction as Redaction | null }),
+        ...(body.retention_days !== undefined && { retentionDays: body.retention_days }),
       });
       return (await present(companyId, [updated]))[0];
     },
@@ -232,6 +248,7 @@ export function presentIntegration(deps: ApiDeps, integration: Integration, last
     updated_at: iso(integration.updatedAt),
     last_webhook_at: iso(lastWebhookAt),
     source: presentSource(integration.source, awaitingSecret),
-    redaction: integration.redaction,
+    redaction: integration.redaction && { ...integration.redaction, mode: integration.redaction.mode ?? 'redact' },
+    retention_days: integration.retentionDays,
   };
 }

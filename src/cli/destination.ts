@@ -268,7 +268,8 @@ function parseRate(text: string): number | 'none' {
   return text === 'none' ? 'none' : parseWhole(text);
 }
 
-function collect(value: string, previous: string[]): string[] {
+/** A repeatable flag's values, in the order given. */
+export function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
 }
 

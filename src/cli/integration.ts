@@ -18,6 +18,7 @@ export function registerIntegrationCommands(program: Command): void {
     .option('--secret <secret>', "the provider's signing secret (generated when absent, where the provider takes ours)")
     .option('--source-config <json>', 'hmac, basic and query_token settings, as the API takes them', parseJsonObject)
     .option('--redaction <json>', 'values replaced before storing, as the API takes them: \'{"paths":["data.customer.email"],"headers":[]}\'', parseRedaction)
+    .option('--retention-days <days>', "days its webhooks are kept, at most the company's retention (default: the company's)", parseWhole)
     .option('--json', 'print one JSON object')
     .action(
       (options: {
@@ -27,6 +28,7 @@ export function registerIntegrationCommands(program: Command): void {
         bodyLimit?: number;
         rateLimit?: number;
         redaction?: Record<string, unknown>;
+        retentionDays?: number;
         json?: boolean;
       } & SourceOptions) =>
         withStore(async ({ management }) => {
@@ -37,6 +39,7 @@ export function registerIntegrationCommands(program: Command): void {
             rateLimitPerMinute: options.rateLimit,
             source: sourceInput(options),
             redaction: options.redaction,
+            retentionDays: options.retentionDays,
           });
           print(
             {
@@ -52,6 +55,7 @@ export function registerIntegrationCommands(program: Command): void {
                 redaction_paths: created.integration.redaction.paths,
                 redaction_headers: created.integration.redaction.headers,
               }),
+              ...(created.integration.retentionDays !== null && { retention_days: created.integration.retentionDays }),
             },
             options,
             [created.sourceSecret === undefined ? SHOWN_ONCE : SECRETS_SHOWN_ONCE, created.awaitingSecret && awaitingNote(created.integration)]

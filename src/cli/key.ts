@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { AppError } from '../errors.js';
 import { SHOWN_ONCE, iso, print, withStore } from './context.js';
 import { companyOfIntegration, parseWhole } from './integration.js';
+import { MANAGEMENT_SCOPES } from '../domain/api-key.js';
 import { isId } from '../domain/ids.js';
 
 export function registerKeyCommands(program: Command): void {
@@ -10,7 +11,7 @@ export function registerKeyCommands(program: Command): void {
     .command('create')
     .description("create a company management key")
     .requiredOption('--company <id>', 'company id (cmp_…)')
-    .option('--scope <scope...>', 'integrations:manage and/or logs:read (repeat or separate with commas)', ['integrations:manage'])
+    .option('--scope <scope...>', `one or more of ${MANAGEMENT_SCOPES.join(', ')} (repeat or separate with commas)`, ['integrations:manage'])
     .option('--json', 'print one JSON object')
     .action((options: { company: string; scope: string[]; json?: boolean }) =>
       withStore(async ({ management }) => {

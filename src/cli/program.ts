@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { registerCompanyCommands } from './company.js';
 import { print, withStore } from './context.js';
 import { registerDestinationCommands } from './destination.js';
+import { registerErasureCommands } from './erasure.js';
 import { registerIntegrationCommands } from './integration.js';
 import { registerKeyCommands } from './key.js';
 import { registerLoginCommands } from './login.js';
@@ -34,6 +35,7 @@ export function buildProgram(): Command {
   registerKeyCommands(program);
   registerSecretsCommands(program);
   registerDestinationCommands(program);
+  registerErasureCommands(program);
   registerLoginCommands(program);
   registerListenCommand(program);
   return program;

@@ -27,7 +27,7 @@ const TAG_OF: Record<Environment, KeyEnvironmentTag> = {
 
 /** What an integration's key may do at its address: send (write), and read its webhooks (read). */
 export const INTEGRATION_SCOPES = ['webhooks:write', 'webhooks:read'] as const;
-export const MANAGEMENT_SCOPES = ['integrations:manage', 'logs:read'] as const;
+export const MANAGEMENT_SCOPES = ['integrations:manage', 'logs:read', 'data:erase'] as const;
 export type IntegrationScope = (typeof INTEGRATION_SCOPES)[number];
 export type Scope = IntegrationScope | (typeof MANAGEMENT_SCOPES)[number];
 

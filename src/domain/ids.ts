@@ -64,7 +64,7 @@ export function timeOfTimeOrderedId(id: string, prefix: IdPrefix): number | unde
   return value;
 }
 
-export type IdPrefix = 'cmp' | 'usr' | 'int' | 'key' | 'req' | 'aud' | 'inv' | 'sec' | 'dst' | 'dlv' | 'att';
+export type IdPrefix = 'cmp' | 'usr' | 'int' | 'key' | 'req' | 'aud' | 'inv' | 'sec' | 'dst' | 'dlv' | 'att' | 'ers';
 
 /** A new id with its type prefix, as Stripe and Svix do: `int_4Fh2…`. */
 export function newId(prefix: IdPrefix): string {

@@ -9,6 +9,8 @@ export const PERMISSIONS = [
   'members:read',
   'members:manage',
   'company:manage',
+  /** Erasing a person's data (issue 40): owners, and keys given the scope, only. */
+  'data:erase',
 ] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 
@@ -16,7 +18,7 @@ export type Role = 'owner' | 'admin' | 'viewer';
 
 /**
  * The permission table of docs/api.md: a viewer reads, an admin also manages integrations
- * and keys, an owner also members and company settings.
+ * and keys, an owner also members and company settings, and erases personal data.
  */
 export const ROLE_PERMISSIONS: Record<Role, readonly Permission[]> = {
   viewer: ['integrations:read', 'logs:read', 'members:read'],
@@ -31,6 +33,8 @@ export const ROLE_PERMISSIONS: Record<Role, readonly Permission[]> = {
 export const SCOPE_PERMISSIONS: Partial<Record<Scope, readonly Permission[]>> = {
   'integrations:manage': ['integrations:read', 'integrations:manage'],
   'logs:read': ['integrations:read', 'logs:read'],
+  // A data-protection script erases and reads its erasures; it reads no webhook (a preview's sample never shows a body).
+  'data:erase': ['data:erase'],
 };
 
 export function permissionsOfScopes(scopes: readonly Scope[]): Set<Permission> {

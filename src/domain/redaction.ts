@@ -12,7 +12,13 @@
  * - `$..phone`, `$..address.line1`: the rest of the path at any depth.
  * The whole value at a path goes, whatever it holds (an object, an array, a number).
  * In a form body, a path of one segment (or `$..name`) names a field.
+ *
+ * In `hash` mode a value is replaced by its keyed hash instead (src/domain/value-hash.ts):
+ * a JSON string by the hash of its text, any other JSON value by the hash of its JSON text,
+ * a form field's value by the hash of its decoded text. Equal values give equal hashes, so
+ * they stay comparable and an erasure still finds them.
  */
+import type { ValueHasher } from './value-hash.js';
 
 export const REDACTED = '[redacted]';
 const REDACTED_JSON = JSON.stringify(REDACTED);
@@ -23,7 +29,11 @@ export interface Redaction {
   paths: string[];
   /** Header names, lower case. */
   headers: string[];
+  /** `redact`: each value becomes "[redacted]"; `hash`: its keyed hash. Absent in what was stored before hashing existed: `redact`. */
+  mode?: RedactionMode;
 }
+
+export type RedactionMode = 'redact' | 'hash';
 
 export const MAX_REDACTION_PATHS = 20;
 export const MAX_REDACTION_HEADERS = 20;
@@ -37,9 +47,11 @@ interface Pattern {
 }
 
 /** The redaction as given, checked: the problem in words for the API, or the redaction. */
-export function checkRedaction(input: { paths?: unknown; headers?: unknown }): Redaction | string {
+export function checkRedaction(input: { paths?: unknown; headers?: unknown; mode?: unknown }): Redaction | string {
   const paths = input.paths ?? [];
   const headers = input.headers ?? [];
+  const mode = input.mode ?? 'redact';
+  if (mode !== 'redact' && mode !== 'hash') return 'mode is redact (each value becomes "[redacted]") or hash (its keyed hash).';
   if (!Array.isArray(paths) || !paths.every((p) => typeof p === 'string')) return 'paths must be a list of strings.';
   if (!Array.isArray(headers) || !headers.every((h) => typeof h === 'string')) return 'headers must be a list of strings.';
   if (paths.length > MAX_REDACTION_PATHS) return `At most ${MAX_REDACTION_PATHS} paths.`;
@@ -50,16 +62,23 @@ export function checkRedaction(input: { paths?: unknown; headers?: unknown }): R
   }
   const badHeader = headers.find((name) => !HEADER_NAME.test(name));
   if (badHeader !== undefined) return `${JSON.stringify(badHeader.slice(0, 100))} is not a header name.`;
-  return { paths: [...new Set(paths)], headers: [...new Set(headers.map((name) => name.toLowerCase()))] };
+  return { paths: [...new Set(paths)], headers: [...new Set(headers.map((name) => name.toLowerCase()))], mode };
 }
 
-function pathProblem(path: string): string | null {
+/** What is wrong with a path, in words; null when it can be read (erasure's paths are read the same way). */
+export function pathProblem(path: string): string | null {
   if (path.length === 0 || path.length > MAX_PATH_CHARS) return `A path is 1 to ${MAX_PATH_CHARS} characters.`;
   const pattern = patternOf(path);
   if (pattern.segments.length === 0 || pattern.segments.some((segment) => segment === '' || segment.includes('$'))) {
     return `${JSON.stringify(path)} is not a path: keys separated by dots (data.customer.email), * for any one key, $.. at its start for any depth.`;
   }
   return null;
+}
+
+/** Whether a value's path (its keys from the body's root) is named by one of `paths` (each checked with pathProblem). */
+export function pathsMatcher(paths: readonly string[]): (path: readonly string[]) => boolean {
+  const patterns = paths.map(patternOf);
+  return (path) => patterns.some((pattern) => matchesPattern(pattern, path));
 }
 
 function patternOf(path: string): Pattern {
@@ -76,13 +95,22 @@ export class Redactor {
    * in `*` or a number. A body without any of them is stored as it is, unscanned.
    */
   private readonly lastKeys: string[] | null;
+  private readonly lastKeySet: ReadonlySet<string> | null;
+  private readonly lastKeyLengths: ReadonlySet<number> | null;
 
-  constructor(redaction: Redaction) {
+  /** Set in hash mode: what a value is replaced by. */
+  private readonly hasher: ValueHasher | null;
+
+  constructor(redaction: Redaction, hasher?: ValueHasher) {
+    if (redaction.mode === 'hash' && hasher === undefined) throw new Error('a hashing redaction needs its company’s hasher');
+    this.hasher = redaction.mode === 'hash' ? hasher! : null;
     this.patterns = redaction.paths.map(patternOf);
     this.headers = new Set(redaction.headers);
     const last = this.patterns.map((pattern) => pattern.segments[pattern.segments.length - 1]!);
     // `*` is any key, and a number may be an array's index, which is not written in the body.
     this.lastKeys = last.some((key) => key === '*' || /^\d+$/.test(key)) ? null : last;
+    this.lastKeySet = this.lastKeys && new Set(this.lastKeys);
+    this.lastKeyLengths = this.lastKeys && new Set(this.lastKeys.map((key) => key.length));
   }
 
   /** The headers as kept, with the named ones' values replaced. */
@@ -90,23 +118,38 @@ export class Redactor {
     if (this.headers.size === 0) return headers;
     let redacted: Record<string, string> | undefined;
     for (const name of Object.keys(headers)) {
-      if (this.headers.has(name.toLowerCase())) (redacted ??= { ...headers })[name] = REDACTED;
+      if (this.headers.has(name.toLowerCase())) (redacted ??= { ...headers })[name] = this.hasher ? this.hasher.hash(headers[name]!) : REDACTED;
     }
     return redacted ?? headers;
   }
 
   /** The body with the named values replaced: the same Buffer when nothing matched. An envelope is JSON. */
   body(raw: Buffer, format: 'envelope' | 'json' | 'form'): Buffer {
-    if (this.patterns.length === 0 || raw.length === 0) return raw;
+    return this.redactedBody(raw, format).body;
+  }
+
+  /**
+   * As body(), with how many values the paths named (outermost only): what a preview tells.
+   * A value that was "[redacted]" already counts, though its text stays the same.
+   */
+  redactedBody(raw: Buffer, format: 'envelope' | 'json' | 'form'): { body: Buffer; values: number } {
+    if (this.patterns.length === 0 || raw.length === 0) return { body: raw, values: 0 };
     const text = raw.toString('utf8');
     const form = format === 'form';
-    if (this.lastKeys !== null && !mayName(text, form, this.lastKeys)) return raw;
+    if (this.lastKeys !== null && !mayName(text, form, this.lastKeys)) return { body: raw, values: 0 };
     const redacted = form ? this.form(text) : this.json(text);
-    return redacted === text ? raw : Buffer.from(redacted, 'utf8');
+    return { body: redacted.text === text ? raw : Buffer.from(redacted.text, 'utf8'), values: redacted.values };
   }
 
   private matches(path: readonly string[]): boolean {
-    return this.patterns.some((pattern) => matchesPattern(pattern, path));
+    // Most values' last key is none of the paths' last keys: told at once, without a pattern.
+    if (this.lastKeySet !== null) {
+      const last = path[path.length - 1]!;
+      // Its length first: a number compared, where the set would hash a string just sliced.
+      if (!this.lastKeyLengths!.has(last.length) || !this.lastKeySet.has(last)) return false;
+    }
+    for (const pattern of this.patterns) if (matchesPattern(pattern, path)) return true;
+    return false;
   }
 
   /** Whether a value below `path` may match: a container that none can reach is skipped whole, unread. */
@@ -115,33 +158,53 @@ export class Redactor {
   }
 
   /** Each matching value's text replaced; the text as it is when it is not JSON (nothing is lost, nothing thrown). */
-  private json(text: string): string {
+  private json(text: string): { text: string; values: number } {
     const spans = matchingSpans(
       text,
       (path) => this.matches(path),
       (path) => this.mayMatchBelow(path),
     );
-    if (spans === null || spans.length === 0) return text;
+    if (spans === null || spans.length === 0) return { text, values: 0 };
     let out = '';
     let at = 0;
     for (const [start, end] of spans) {
-      out += text.slice(at, start) + REDACTED_JSON;
+      out += text.slice(at, start) + this.jsonReplacement(text.slice(start, end));
       at = end;
     }
-    return out + text.slice(at);
+    return { text: out + text.slice(at), values: spans.length };
   }
 
-  private form(text: string): string {
-    return text
+  /** What a matching JSON value's text becomes: "[redacted]", or the hash of the string it holds (of its JSON text when it is no string). */
+  private jsonReplacement(span: string): string {
+    if (this.hasher === null) return REDACTED_JSON;
+    let value = span;
+    if (span.startsWith('"')) {
+      try {
+        value = JSON.parse(span) as string;
+      } catch {
+        // Not a string the scanner could close: its text is hashed as it stands.
+      }
+    }
+    return JSON.stringify(this.hasher.hash(value));
+  }
+
+  private form(text: string): { text: string; values: number } {
+    let values = 0;
+    const redacted = text
       .split('&')
       .map((pair) => {
         const equals = pair.indexOf('=');
         const rawName = equals === -1 ? pair : pair.slice(0, equals);
         // Decoded as URLSearchParams decodes it (a stray % kept as it is), which is how it is read back.
         const name = new URLSearchParams(`${rawName}=`).keys().next().value ?? '';
-        return this.matches([name]) ? `${rawName}=${REDACTED_FORM}` : pair;
+        if (!this.matches([name])) return pair;
+        values++;
+        if (this.hasher === null) return `${rawName}=${REDACTED_FORM}`;
+        const value = new URLSearchParams(`v=${equals === -1 ? '' : pair.slice(equals + 1)}`).get('v') ?? '';
+        return `${rawName}=${encodeURIComponent(this.hasher.hash(value))}`;
       })
       .join('&');
+    return { text: redacted, values };
   }
 }
 
@@ -208,8 +271,8 @@ function matchingSpans(
           }
           const key = readKey(text, i);
           if (key === null) return null;
-          path.push(key.name);
-          i = key.next;
+          path.push(key);
+          i = afterKey;
           continue;
         }
       } else {
@@ -230,8 +293,8 @@ function matchingSpans(
       } else {
         const key = readKey(text, i);
         if (key === null) return null;
-        path.push(key.name);
-        i = key.next;
+        path.push(key);
+        i = afterKey;
       }
       expectValue = true;
     } else if (text[i] === (open.array ? ']' : '}')) {
@@ -244,8 +307,15 @@ function matchingSpans(
   }
 }
 
-/** A member's key at i and where its value starts (past the colon), or null. */
-function readKey(text: string, i: number): { name: string; next: number } | null {
+/**
+ * Where the value of the key readKey read last starts (past its colon): a variable rather
+ * than an object returned, since a body has a key for every few bytes and each object would
+ * be garbage at once.
+ */
+let afterKey = 0;
+
+/** A member's key at i, or null; its value starts at afterKey. */
+function readKey(text: string, i: number): string | null {
   if (text[i] !== '"') return null;
   const end = skipString(text, i);
   if (end === -1) return null;
@@ -259,7 +329,8 @@ function readKey(text: string, i: number): { name: string; next: number } | null
   }
   const colon = skipSpace(text, end);
   if (text[colon] !== ':') return null;
-  return { name, next: skipSpace(text, colon + 1) };
+  afterKey = skipSpace(text, colon + 1);
+  return name;
 }
 
 /** The end of the value starting at i (a whole object or array, counted), or -1. */
@@ -314,10 +385,14 @@ function skipSpace(text: string, i: number): number {
 
 const compiled = new WeakMap<Redaction, Redactor>();
 
-/** The redactor of an integration's redaction, made once per redaction object (a cached route keeps its own). */
-export function redactorOf(redaction: Redaction | null): Redactor | null {
+/**
+ * The redactor of an integration's redaction, made once per redaction object (a cached route
+ * keeps its own; an integration belongs to one company, so its hasher never changes).
+ * `hasherOf` gives the integration's company's hasher, asked only in hash mode.
+ */
+export function redactorOf(redaction: Redaction | null, hasherOf: () => ValueHasher): Redactor | null {
   if (redaction === null) return null;
   let redactor = compiled.get(redaction);
-  if (redactor === undefined) compiled.set(redaction, (redactor = new Redactor(redaction)));
+  if (redactor === undefined) compiled.set(redaction, (redactor = new Redactor(redaction, redaction.mode === 'hash' ? hasherOf() : undefined)));
   return redactor;
 }

@@ -1,4 +1,5 @@
 import { redactorOf } from '../domain/redaction.js';
+import type { CompanyHashers } from '../domain/value-hash.js';
 import { hash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -60,6 +61,8 @@ export interface IntakeDeps {
   /** Recognises intake's own deliveries coming back, and webhooks that have come through too many. */
   deliveryMarks: DeliveryMarks;
   metrics: Pick<Metrics, 'webhookAnswered'>;
+  /** Each company's keyed hashes, for integrations that redact by hashing. */
+  hashers: CompanyHashers;
 }
 
 /** Both shapes of the address, forever (contract, "Sending a webhook"). */
@@ -350,7 +353,7 @@ async function commit(deps: IntakeDeps, request: FastifyRequest, reply: FastifyR
   const test = isSourceTest(request.headers);
   // After every check of the bytes as received (the signature, the envelope): what the
   // integration redacts never reaches the store, the log or a destination.
-  const redactor = redactorOf(integration.redaction);
+  const redactor = redactorOf(integration.redaction, () => deps.hashers.of(integration.companyId));
   const rawBody = redactor === null ? webhook.raw : redactor.body(webhook.raw, webhook.format);
   const pending: PendingWebhook = {
     uuid: newWebhookUuid(),

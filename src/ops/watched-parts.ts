@@ -9,6 +9,7 @@ import type { ReadLimits } from '../intake/read-limits.js';
 import type { Store } from '../store/store.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { RetentionJob } from './retention.js';
+import type { ErasureRunner } from '../services/erasures.js';
 
 /**
  * The metrics /metrics reads from the service's parts when it is scraped (queue depth, cache
@@ -22,7 +23,7 @@ import type { RetentionJob } from './retention.js';
  */
 export function watchParts(metrics: Metrics, parts: WatchedParts): void {
   const registers = [metrics.registry];
-  const { writer, admission, keyCache, dispatcher, retention, signIn } = parts;
+  const { writer, admission, keyCache, dispatcher, retention, signIn, erasures } = parts;
 
   gauge('intake_write_queue_depth', 'Webhooks waiting for their group commit.', () => writer.queued);
   gauge('intake_write_queue_bytes', 'Raw body bytes of the webhooks waiting for their group commit.', () => writer.bytesQueued);
@@ -110,6 +111,17 @@ export function watchParts(metrics: Metrics, parts: WatchedParts): void {
     () => [
       [{ outcome: 'completed' }, retention.runs.completed],
       [{ outcome: 'failed' }, retention.runs.failed],
+    ],
+  );
+  counter(
+    'intake_erasure_runs_total',
+    "Erasures and previews this node ran to their end, by outcome: completed (erased), previewed (counted), failed (logged), lost (another node took its lease and goes on).",
+    ['outcome'],
+    () => [
+      [{ outcome: 'completed' }, erasures.runs.completed],
+      [{ outcome: 'previewed' }, erasures.runs.previewed],
+      [{ outcome: 'failed' }, erasures.runs.failed],
+      [{ outcome: 'lost' }, erasures.runs.lost],
     ],
   );
   counter(
@@ -233,6 +245,7 @@ export interface WatchedParts {
   signIn: Pick<SignIn, 'failures'>;
   readLimits: Pick<ReadLimits, 'streams'>;
   retention: Pick<RetentionJob, 'purged' | 'runs'>;
+  erasures: Pick<ErasureRunner, 'runs'>;
   dispatcher: Pick<DeliveryDispatcher, 'counts' | 'inFlightCount' | 'transformWorkersReplaced'>;
 }
 

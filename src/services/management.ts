@@ -53,7 +53,9 @@ export interface NewIntegrationInput {
   /** Absent: `api_key`, the key alone. */
   source?: SourceInput;
   /** What to replace before each webhook is stored; absent or null: nothing. */
-  redaction?: { paths?: unknown; headers?: unknown } | null;
+  redaction?: { paths?: unknown; headers?: unknown; mode?: unknown } | null;
+  /** Days its webhooks are kept, at most the company's retention; absent or null: the company's. */
+  retentionDays?: number | null;
 }
 
 /** How long a rotated source secret keeps verifying beside its successor, unless told. */
@@ -141,7 +143,7 @@ export class Management {
   }
 
   async createIntegration(companyId: string, input: NewIntegrationInput) {
-    await this.requireCompany(companyId);
+    const company = await this.requireCompany(companyId);
     const now = this.now();
     const source = validSource(input.source ?? { type: 'api_key' });
     const secret = source.type === 'api_key' ? undefined : prepareFirstSecret(source.type, input.source?.secret, this.box(), now);
@@ -158,6 +160,7 @@ export class Management {
       updatedAt: now,
       source,
       redaction: validRedaction(input.redaction),
+      retentionDays: validIntegrationRetention(input.retentionDays, company),
     };
     const keyScopes = validIntegrationScopes(input.keyScopes);
     const key = issueApiKey(this.options.environment);
@@ -288,6 +291,9 @@ export class Management {
     const valid: IntegrationChanges = { ...changes };
     if (changes.name !== undefined) valid.name = validName(changes.name);
     if (changes.redaction !== undefined) valid.redaction = validRedaction(changes.redaction);
+    if (changes.retentionDays !== undefined) {
+      valid.retentionDays = validIntegrationRetention(changes.retentionDays, await this.requireCompany(companyId));
+    }
     if (changes.description !== undefined && changes.description.length > MAX_DESCRIPTION_LENGTH) {
       throw new AppError('invalid_request', `The description must be at most ${MAX_DESCRIPTION_LENGTH} characters.`, {
         field: 'description',
@@ -491,8 +497,10 @@ export class Management {
     return `${this.options.baseUrl}/api/webhooks/${integrationKey}`;
   }
 
-  private async requireCompany(companyId: string): Promise<void> {
-    if (!isId('cmp', companyId) || !(await this.store.getCompany(companyId))) throw notFound('company', companyId);
+  private async requireCompany(companyId: string): Promise<Company> {
+    const company = isId('cmp', companyId) ? await this.store.getCompany(companyId) : undefined;
+    if (!company) throw notFound('company', companyId);
+    return company;
   }
 }
 
@@ -524,8 +532,24 @@ function notFound(kind: string, id: string): AppError {
   return new AppError('not_found', `No ${kind} with id ${id}.`);
 }
 
+/**
+ * An integration's own retention, checked (AppError naming `retention_days`): whole days, no
+ * longer than its company's, which the purge would keep to anyway; null for the company's.
+ */
+function validIntegrationRetention(days: number | null | undefined, company: Company): number | null {
+  if (days === undefined || days === null) return null;
+  if (!Number.isInteger(days) || days < 1 || days > company.retentionDays) {
+    throw new AppError(
+      'invalid_request',
+      `An integration's retention must be a whole number of days from 1 to the company's retention, ${company.retentionDays} days (null: the company's).`,
+      { field: 'retention_days' },
+    );
+  }
+  return days;
+}
+
 /** What an integration redacts, checked (AppError naming `redaction`); null for nothing asked. */
-function validRedaction(input: { paths?: unknown; headers?: unknown } | null | undefined): Redaction | null {
+function validRedaction(input: { paths?: unknown; headers?: unknown; mode?: unknown } | null | undefined): Redaction | null {
   if (input === undefined || input === null) return null;
   const checked = checkRedaction(input);
   if (typeof checked === 'string') throw new AppError('invalid_request', checked, { field: 'redaction' });

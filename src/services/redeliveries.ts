@@ -136,7 +136,7 @@ export class Redeliveries {
     this.refuseWhileSpent(companyId, at);
     const outcome = await this.store.replayDelivery(companyId, deliveryId, at, this.budget, audit(actor, 'delivery.replay', 'delivery', deliveryId, at));
     if (outcome.kind === 'not_found') throw notFound('delivery', deliveryId);
-    if (outcome.kind === 'cancelled') throw new AppError('conflict', 'This delivery was cancelled with its destination, which was deleted: it cannot be replayed.');
+    if (outcome.kind === 'cancelled') throw new AppError('conflict', 'This delivery was cancelled (its destination was deleted, or its webhook erased): it cannot be replayed.');
     if (outcome.kind === 'no_budget') throw this.budgetSpent(companyId, at, outcome.retryAfterMs);
     return outcome.delivery;
   }

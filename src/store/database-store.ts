@@ -13,11 +13,20 @@ export interface DatabaseStore {
   threadsBusySeconds(): StoreThreadBusy[];
 
   /**
-   * Retention: deletes webhooks and request-log rows older than their company's retention,
-   * in small batches, and idempotency claims past their window. Safe to run on several
+   * Retention: deletes webhooks and request-log rows older than their company's retention
+   * (or their integration's, when shorter), in small batches, and idempotency claims past
+   * their window. Safe to run on several
    * nodes at once (each delete finds what the others left).
    */
   purgeExpired(now: number): Promise<PurgeReport>;
+
+  /**
+   * After an erasure: on SQLite, the WAL checkpointed into the database file and truncated,
+   * so no copy of an erased page is left in it (secure_delete, set on every connection, has
+   * already zeroed the freed space); false while a reader kept it from truncating (try again).
+   * Nothing to do on PostgreSQL (true): the live table no longer holds the values.
+   */
+  checkpointAfterErasure(): Promise<boolean>;
 }
 
 export interface ConnectionPoolState {
@@ -40,7 +49,7 @@ export interface PurgeReport {
   webhooks: number;
   requestLog: number;
   idempotencyKeys: number;
-  /** Deliveries (with their attempts) past their company's retention. */
+  /** Deliveries (with their attempts) past their company's retention, or with their integration's expired webhooks. */
   deliveries: number;
   /** Whole time partitions dropped (PostgreSQL), by table name. */
   partitionsDropped: string[];

@@ -83,11 +83,20 @@ export interface Integration {
   source: IntegrationSource;
   /** What is replaced before each webhook is stored; null: nothing. */
   redaction: Redaction | null;
+  /**
+   * Days its webhooks (and their log, deliveries and attempts) are kept, at most the
+   * company's retention when set; null: the company's. Should the company's become shorter,
+   * the company's holds: the purge keeps the shorter of the two.
+   */
+  retentionDays: number | null;
 }
 
 /** What an update may change in an integration. */
 export type IntegrationChanges = Partial<
-  Pick<Integration, 'name' | 'description' | 'enabled' | 'bodyLimitBytes' | 'rateLimitPerMinute' | 'source' | 'redaction'>
+  Pick<
+    Integration,
+    'name' | 'description' | 'enabled' | 'bodyLimitBytes' | 'rateLimitPerMinute' | 'source' | 'redaction' | 'retentionDays'
+  >
 >;
 
 /** How an integration proves its requests: the API key alone, or a provider's signature too. */

@@ -4,6 +4,7 @@ import { KyselyCliLoginStore } from './kysely/cli-login-store.js';
 import { KyselyCompanyStore } from './kysely/company-store.js';
 import { KyselyDatabaseStore } from './kysely/database-store.js';
 import { KyselyDestinationStore } from './kysely/destination-store.js';
+import { KyselyErasureStore } from './kysely/erasure-store.js';
 import { KyselyIntegrationStore } from './kysely/integration-store.js';
 import { KyselyKeyStore } from './kysely/key-store.js';
 import { KyselyStoreBase } from './kysely/store-base.js';
@@ -21,6 +22,7 @@ const PARTS = [
   KyselyAuditStore,
   KyselyDestinationStore,
   KyselyCliLoginStore,
+  KyselyErasureStore,
 ] as const;
 
 /** Every member of every part at once (the intersection of their types): what KyselyStore is, checked against Store. */

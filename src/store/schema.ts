@@ -29,6 +29,7 @@ export interface Database {
   cli_logins: CliLoginsTable;
   destination_rules: DestinationRulesTable;
   delivery_dedupe_keys: DeliveryDedupeKeysTable;
+  erasures: ErasuresTable;
 }
 
 export interface CompaniesTable {
@@ -80,6 +81,11 @@ export interface IntegrationsTable {
   source_config: Generated<string>;
   /** JSON of what is redacted before storing, `{paths, headers}` (src/domain/redaction.ts); null: nothing. */
   redaction: string | null;
+  /**
+   * Days its webhooks are kept when shorter than the company's retention (migration 0019);
+   * null: the company's. The company's wins when it is shorter: the purge keeps the minimum.
+   */
+  retention_days: number | null;
 }
 
 export interface ApiKeysTable {
@@ -126,6 +132,8 @@ export interface WebhooksTable {
   duration_ms: number | null;
   /** Its request's OpenTelemetry trace id, when traced and sampled (migration 0014). */
   trace_id: string | null;
+  /** The erasure that replaced it by a tombstone (migration 0018); null: as stored. */
+  erasure_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface IdempotencyKeysTable {
@@ -382,4 +390,42 @@ export interface CliLoginsTable {
   decided_ip: string | null;
   decided_at: number | null;
   key_id: string | null;
+}
+
+/** A request to erase a person's data (migration 0018, src/services/erasures.ts). */
+export interface ErasuresTable {
+  id: string;
+  company_id: string;
+  /** `counting` → `previewed` (a dry run), or `queued` → `running` → `completed`; `failed`, `expired`. */
+  state: string;
+  /** 1: a preview: it counts and changes nothing until confirmed. */
+  dry_run: number;
+  /** The value searched for, sealed with INTAKE_SECRETS_KEY; null once the erasure has ended. */
+  value_sealed: string | null;
+  /** The value masked (`j•••@example.com`): what people and the report see. */
+  value_hint: string;
+  /** JSON of the criteria but the value: since, until, integration_ids, paths. */
+  criteria: string;
+  requested_by_type: string;
+  requested_by_id: string | null;
+  confirmed_by_type: string | null;
+  confirmed_by_id: string | null;
+  created_at: number;
+  confirmed_at: number | null;
+  started_at: number | null;
+  finished_at: number | null;
+  /** A preview not confirmed by then is dropped with its value. */
+  expires_at: number | null;
+  /** Where the scan has reached: the last webhook read, by (received_at, uuid). */
+  cursor_received_at: number | null;
+  cursor_uuid: string | null;
+  scanned: Generated<number>;
+  webhooks: Generated<number>;
+  deliveries: Generated<number>;
+  attempts: Generated<number>;
+  request_log: Generated<number>;
+  sample: Generated<string>;
+  error: string | null;
+  lease_token: string | null;
+  lease_expires_at: Generated<number>;
 }

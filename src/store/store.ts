@@ -4,6 +4,7 @@ import type { CliLoginStore } from './cli-login-store.js';
 import type { CompanyStore } from './company-store.js';
 import type { DatabaseStore } from './database-store.js';
 import type { DestinationStore } from './destination-store.js';
+import type { ErasureStore } from './erasure-store.js';
 import type { IntegrationStore } from './integration-store.js';
 import type { KeyStore } from './key-store.js';
 import type { WebhookStore } from './webhook-store.js';
@@ -16,6 +17,7 @@ export * from './cli-login-store.js';
 export * from './company-store.js';
 export * from './database-store.js';
 export * from './destination-store.js';
+export * from './erasure-store.js';
 export * from './integration-store.js';
 export * from './key-store.js';
 export * from './webhook-store.js';
@@ -38,4 +40,5 @@ export interface Store
     AccountStore,
     AuditStore,
     DestinationStore,
-    CliLoginStore {}
+    CliLoginStore,
+    ErasureStore {}

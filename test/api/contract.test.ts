@@ -79,10 +79,11 @@ interface AuditCase {
  * Changes of a person, not of a company: sessions, their own account (in the log of each of
  * their companies as account.*, test/api/account-audit.test.ts), and the invitation links
  * used by whoever holds them (accepting one is in its company's log as member.add,
- * test/api/invitations.test.ts). And a POST that changes nothing: trying a destination's rules.
+ * test/api/invitations.test.ts). And POSTs that change nothing: trying a destination's rules,
+ * previewing an integration's redaction on a stored webhook (test/api/redaction.test.ts).
  */
 const NOT_A_COMPANY_CHANGE =
-  /^\/api\/v1\/(auth|account)\/|^\/api\/v1\/invitations\/(lookup|accept)$|^\/api\/v1\/cli-logins(\/:user_code\/(approve|deny))?$|^\/api\/v1\/destinations\/:destination_id\/rules\/try$/;
+  /^\/api\/v1\/(auth|account)\/|^\/api\/v1\/invitations\/(lookup|accept)$|^\/api\/v1\/cli-logins(\/:user_code\/(approve|deny))?$|^\/api\/v1\/destinations\/:destination_id\/rules\/try$|^\/api\/v1\/integrations\/:integration_id\/redaction\/preview$/;
 
 /** A fresh integration with a GitHub source (its secret generated), made as the CLI. */
 async function githubIntegration() {
@@ -296,6 +297,34 @@ const AUDIT_CASES: AuditCase[] = [
       const url = `/api/v1/cli-logins/${started.user_code}/approve`;
       await t.app.inject({ method: 'POST', url, headers: callers.owner.headers, payload: { company_id: companyId } });
       return { url: '/api/v1/cli-logins/token', payload: { device_code: started.device_code } };
+    },
+  },
+  {
+    route: 'POST /api/v1/erasures',
+    as: 'owner',
+    action: 'erasure.preview',
+    request: async () => ({ url: '/api/v1/erasures', payload: { value: 'nobody.here@example.invalid', dry_run: true } }),
+  },
+  {
+    route: 'POST /api/v1/erasures/:erasure_id/confirm',
+    as: 'owner',
+    action: 'erasure.confirm',
+    request: async () => {
+      const preview = await t.app.inject({
+        method: 'POST',
+        url: '/api/v1/erasures',
+        headers: callers.owner.headers,
+        payload: { value: 'nobody.else@example.invalid', dry_run: true },
+      });
+      const id = preview.json<{ id: string }>().id;
+      // The app's own runner may be the one counting it: wait for the preview, whoever runs it.
+      await expect
+        .poll(async () => {
+          await t.app.erasureRunner.runOnce();
+          return (await t.store.getErasure(companyId, id))?.state;
+        })
+        .toBe('previewed');
+      return { url: `/api/v1/erasures/${id}/confirm` };
     },
   },
   {

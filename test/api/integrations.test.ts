@@ -250,3 +250,58 @@ test('an integration can be created disabled: it refuses webhooks until enabled'
     'the enabled integration to accept webhooks',
   );
 });
+
+test("retention_days: set, shown, reset by null; longer than the company's is a 400 that changes nothing", async () => {
+  type Shown = { id: string; retention_days: number | null };
+  const made = await api('POST', '/integrations', keyHeaders, { name: 'Payments', retention_days: 7 });
+  expect(made.statusCode, made.body).toBe(201);
+  const payments = made.json<{ integration: Shown }>().integration;
+  expect(payments.retention_days).toBe(7);
+  const path = `/integrations/${payments.id}`;
+  expect((await api('GET', path, keyHeaders)).json()).toMatchObject({ retention_days: 7 });
+  const list = (await api('GET', '/integrations?limit=200', keyHeaders)).json<{ data: Shown[] }>();
+  expect(list.data.find((i) => i.id === payments.id)?.retention_days).toBe(7);
+  expect((await create('Follows')).integration).toMatchObject({ retention_days: null });
+
+  // The company keeps 30 days: 31 is refused in words naming it, and nothing changes.
+  const longer = await api('PATCH', path, owner.change, { retention_days: 31, name: 'Renamed' });
+  expect(longer.statusCode).toBe(400);
+  expect(longer.json()).toMatchObject({ code: 'invalid_request', field: 'retention_days', message: expect.stringContaining('30 days') });
+  expect((await api('GET', path, keyHeaders)).json()).toMatchObject({ name: 'Payments', retention_days: 7 });
+  const refused = await api('POST', '/integrations', keyHeaders, { name: 'Too long', retention_days: 31 });
+  expect(refused.statusCode).toBe(400);
+  expect(refused.json()).toMatchObject({ code: 'invalid_request', field: 'retention_days' });
+  const names = (await api('GET', '/integrations?limit=200', keyHeaders)).json<{ data: Array<{ name: string }> }>().data.map((i) => i.name);
+  expect(names).not.toContain('Too long');
+  // Out of the API's bounds, or not a whole number: refused before the company is asked.
+  for (const retention_days of [0, 3651, 2.5, 'a week']) {
+    const bad = await api('PATCH', path, keyHeaders, { retention_days });
+    expect(bad.statusCode, JSON.stringify(retention_days)).toBe(400);
+    expect(bad.json()).toMatchObject({ code: 'invalid_request' });
+  }
+
+  expect((await api('PATCH', path, keyHeaders, { retention_days: 30 })).json()).toMatchObject({ retention_days: 30 });
+  const reset = await api('PATCH', path, owner.change, { retention_days: null });
+  expect(reset.statusCode, reset.body).toBe(200);
+  expect(reset.json()).toMatchObject({ retention_days: null });
+  expect((await api('GET', path, keyHeaders)).json()).toMatchObject({ retention_days: null });
+
+  const records = await t.store.listAuditLog(companyId, { limit: 50, targetId: payments.id });
+  expect(records.map((r) => r.action)).toEqual(['integration.update', 'integration.update', 'integration.create']);
+  expect(records[0]).toMatchObject({ actor: { type: 'user' }, before: { retentionDays: 30 }, after: { retentionDays: null } });
+  expect(records[2]).toMatchObject({ after: { retentionDays: 7 } });
+});
+
+test("a company that shortens its retention below an integration's keeps it shown; the company's holds", async () => {
+  const shortening = (await t.management.createCompany('Shortening')).id;
+  const headers = await managementKey(t, shortening);
+  const boss = await member(t, shortening, 'owner');
+  const made = await api('POST', '/integrations', headers, { name: 'Payments', retention_days: 20 });
+  const id = made.json<{ integration: { id: string } }>().integration.id;
+  expect((await api('PATCH', '/company', boss.change, { retention_days: 10 })).statusCode).toBe(200);
+  // What it was set to stays; the purge keeps the shorter (test/retention.test.ts).
+  expect((await api('GET', `/integrations/${id}`, headers)).json()).toMatchObject({ retention_days: 20 });
+  const again = await api('PATCH', `/integrations/${id}`, headers, { retention_days: 20 });
+  expect(again.statusCode).toBe(400);
+  expect(again.json().message).toContain('10 days');
+});

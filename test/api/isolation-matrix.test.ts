@@ -30,6 +30,7 @@ const NEEDS: Record<string, Need> = {
   'GET /api/v1/integrations/:integration_id': 'integrations:read',
   'PATCH /api/v1/integrations/:integration_id': 'integrations:manage',
   'DELETE /api/v1/integrations/:integration_id': 'integrations:manage',
+  'POST /api/v1/integrations/:integration_id/redaction/preview': 'logs:read',
   'GET /api/v1/integrations/:integration_id/keys': 'integrations:read',
   'POST /api/v1/integrations/:integration_id/keys': 'integrations:manage',
   'POST /api/v1/integrations/:integration_id/keys/rotate': 'integrations:manage',
@@ -86,6 +87,11 @@ const NEEDS: Record<string, Need> = {
   'POST /api/v1/cli-logins/:user_code/approve': 'session',
   'POST /api/v1/cli-logins/:user_code/deny': 'session',
   'DELETE /api/v1/cli-logins/current': 'logs:read',
+  'POST /api/v1/erasures': 'data:erase',
+  'GET /api/v1/erasures': 'data:erase',
+  'GET /api/v1/erasures/:erasure_id': 'data:erase',
+  'GET /api/v1/erasures/:erasure_id/report': 'data:erase',
+  'POST /api/v1/erasures/:erasure_id/confirm': 'data:erase',
 };
 
 /** Routes reachable without credentials: no caller is tried on them (what they check is in their body). */
@@ -141,6 +147,7 @@ const PARAMS: Record<string, (a: CompanyA, url: string) => string> = {
   secret_id: (a) => a.spareSourceSecretId,
   destination_id: (a) => a.destinationId,
   delivery_id: (a) => a.deliveryId,
+  erasure_id: (a) => a.erasureId,
 };
 
 /**
@@ -150,6 +157,7 @@ const PARAMS: Record<string, (a: CompanyA, url: string) => string> = {
 const BODIES: Record<string, (world: IsolationWorld) => object> = {
   'POST /api/v1/integrations': () => ({ name: 'Made by the isolation matrix' }),
   'PATCH /api/v1/integrations/:integration_id': () => ({ description: 'Changed by the isolation matrix' }),
+  'POST /api/v1/integrations/:integration_id/redaction/preview': (world) => ({ redaction: { paths: ['data.note'] }, webhook_uuid: world.a.webhookUuid }),
   'POST /api/v1/integrations/:integration_id/keys': () => ({ name: 'Made by the isolation matrix' }),
   'POST /api/v1/integrations/:integration_id/keys/rotate': () => ({ grace_seconds: 3600 }),
   'POST /api/v1/management-keys': () => ({ name: 'Made by the isolation matrix', scopes: ['logs:read'] }),
@@ -164,6 +172,8 @@ const BODIES: Record<string, (world: IsolationWorld) => object> = {
   'POST /api/v1/destinations/:destination_id/rules/try': (world) => ({ webhook_uuid: world.a.webhookUuid }),
   'POST /api/v1/deliveries/replay': (world) => ({ destination_id: world.a.destinationId }),
   'POST /api/v1/cli-logins/:user_code/approve': (world) => ({ company_id: world.a.companyId }),
+  // A value no company holds: the control's erasure finds nothing to erase.
+  'POST /api/v1/erasures': () => ({ value: 'isolation.matrix.probe@example.invalid', dry_run: true }),
   'POST /api/webhooks/:integration_key': () => ({ event: 'isolation.probe', data: {} }),
   'POST /api/webhook/:integration_key': () => ({ event: 'isolation.probe', data: {} }),
 };

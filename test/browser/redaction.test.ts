@@ -5,8 +5,9 @@ import { cleanupAll, type ServerProcess } from '../support/processes.js';
 
 /**
  * Redaction in the panel: an integration's Personal data section, the paths and headers
- * set there (a bad path refused in the API's words), and a webhook sent afterwards shown
- * redacted in the viewer, at 1280 and 390 px.
+ * set there (a bad path refused in the API's words), a webhook sent afterwards shown
+ * redacted in the viewer, and the Edit redaction dialog's preview of an unsaved redaction
+ * (and of hashing) on that webhook, at 1280 and 390 px.
  */
 
 let browser: Browser;
@@ -30,7 +31,7 @@ async function copyFieldValue(scope: ReturnType<Page['locator']>, label: string)
 }
 
 describe('redaction in the panel', { timeout: 120_000 }, () => {
-  test('set on the integration page; a webhook sent afterwards is stored and shown redacted; a phone fits', async () => {
+  test('set on the integration page; a webhook sent afterwards is stored and shown redacted, and previewed; a phone fits', async () => {
     const { context, page, problems, refusals } = await openTab(browser, server);
     await signInThroughPanel(page, owner.email, owner.password);
     await page.goto('/admin/integrations');
@@ -81,8 +82,39 @@ describe('redaction in the panel', { timeout: 120_000 }, () => {
       await page.goto(`/admin/integrations/${integrationId}`);
       await section.locator('.redaction-list').first().waitFor();
       expect(await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth')).toBeLessThanOrEqual(0);
+
+      // The dialog previews the redaction being edited, unsaved, on that webhook.
+      await section.getByRole('button', { name: 'Edit redaction' }).click();
+      await dialog.getByLabel('Body paths, one a line').fill('data.customer.email\n$..phone\ndata.customer.name');
+      const preview = dialog.getByRole('region', { name: 'Preview' });
+      await preview.getByRole('button', { name: 'Preview on the latest webhook' }).click();
+      const body = preview.getByRole('group', { name: 'Body as it would be stored' });
+      await body.getByText('name: "[redacted]"').waitFor();
+      expect(await body.textContent()).not.toContain('Ada');
+      await preview.getByText(`Webhook ${uuid}`).waitFor();
+      await preview.getByText('3 values of the body and 1 header replaced.').waitFor();
+      await preview.getByRole('table', { name: 'Headers as they would be stored' }).locator('tr', { hasText: 'x-customer-email' }).getByText('[redacted]').waitFor();
+      expect(await dialog.locator('.dialog-body').evaluate((element) => element.scrollWidth - element.clientWidth)).toBeLessThanOrEqual(0);
+
+      // Edited since: said so until previewed again; hashing shows the hash; a bad path in the API's words.
+      await dialog.getByRole('radio', { name: /Its keyed hash/ }).check();
+      await preview.getByText('The redaction changed since this preview').waitFor();
+      await preview.getByRole('button', { name: 'Preview on the latest webhook' }).click();
+      await body.getByText(/name: "hmac-sha256:[0-9a-f]{32}"/).waitFor();
+      await dialog.getByLabel('Body paths, one a line').fill('a..b');
+      await preview.getByRole('button', { name: 'Preview on the latest webhook' }).click();
+      await preview.getByRole('alert').filter({ hasText: '"a..b" is not a path' }).waitFor();
+
+      // Nothing of it was saved.
+      await dialog.getByRole('button', { name: 'Cancel' }).click();
+      await dialog.waitFor({ state: 'detached' });
+      expect(await section.locator('.redaction-list code').allTextContents()).toEqual(['data.customer.email', '$..phone', 'x-customer-email']);
     }
-    expectClean(problems, refusals, [SIGNED_OUT_CHECK, { path: `/api/v1/integrations/${integrationId}`, status: 400 }]);
+    expectClean(problems, refusals, [
+      SIGNED_OUT_CHECK,
+      { path: `/api/v1/integrations/${integrationId}`, status: 400 },
+      { path: `/api/v1/integrations/${integrationId}/redaction/preview`, status: 400 },
+    ]);
     await context.close();
   });
 });

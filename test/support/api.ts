@@ -33,7 +33,7 @@ export async function member(t: TestApp, companyId: string, role: 'owner' | 'adm
 export async function managementKey(
   t: TestApp,
   companyId: string,
-  scopes: Array<'integrations:manage' | 'logs:read'> = ['integrations:manage', 'logs:read'],
+  scopes: Array<'integrations:manage' | 'logs:read' | 'data:erase'> = ['integrations:manage', 'logs:read'],
 ): Promise<Record<string, string>> {
   const key = await t.management.createManagementKey(companyId, scopes);
   return { 'x-api-key': key.apiKey };

@@ -4,6 +4,7 @@ import type { AppInstance } from '../../src/app.js';
 import { SESSION_COOKIE, Sessions } from '../../src/admin/sessions.js';
 import { AddressGuard } from '../../src/destinations/address-guard.js';
 import { DestinationManagement } from '../../src/services/destinations.js';
+import { Erasures } from '../../src/services/erasures.js';
 import type { Store } from '../../src/store/store.js';
 import { sendWebhook, testSecretBox, type TestApp } from '../helpers.js';
 import { SignInGuard } from '../../src/admin/sign-in-guard.js';
@@ -63,6 +64,8 @@ export interface CompanyA {
   destinationId: string;
   /** The destination's delivery of `webhookUuid`. */
   deliveryId: string;
+  /** A finished preview of an erasure (of a value A holds nowhere), to confirm. */
+  erasureId: string;
 }
 
 export interface CompanyB {
@@ -132,6 +135,13 @@ export async function isolationWorld(t: TestApp): Promise<IsolationWorld> {
   if (sent.statusCode !== 202) throw new Error(`A's webhook was not taken: ${sent.statusCode} ${sent.body}`);
   const [delivery] = await t.store.listDeliveries(aId, { destinationId, limit: 1 });
   if (!delivery) throw new Error("A's webhook made no delivery to A's destination");
+  const preview = await new Erasures(t.store, testSecretBox(), { wake() {} }).create(aId, { value: `nobody ${token()}`, dryRun: true }, owner(aId));
+  // The app's own runner may be the one counting it: wait for the preview, whoever runs it.
+  for (let tries = 0; (await t.store.getErasure(aId, preview.id))?.state !== 'previewed'; tries++) {
+    if (tries === 200) throw new Error("A's preview was never counted");
+    await t.app.erasureRunner.runOnce();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
   const a: CompanyA = {
     companyId: aId,
     owner: await personOf(aId, 'owner'),
@@ -152,6 +162,7 @@ export async function isolationWorld(t: TestApp): Promise<IsolationWorld> {
     })).invitation.id,
     destinationId,
     deliveryId: delivery.id,
+    erasureId: preview.id,
   };
 
   const bId = (await management.createCompany(`Bravo ${token()}`)).id;

@@ -26,6 +26,7 @@ export async function seedKey(store: Store) {
       updatedAt: now,
       source: { type: 'api_key', config: {} },
       redaction: null,
+      retentionDays: null,
     },
     { id: keyId, integrationId, scopes: [...INTEGRATION_SCOPES], prefix: key.prefix, hash: key.hash, createdAt: now, expiresAt: null },
   );

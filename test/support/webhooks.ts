@@ -19,8 +19,13 @@ export async function createCompany(store: Store, retentionDays = 30, createdAt 
   return id;
 }
 
-/** An integration of the company and its key. */
-export async function createIntegration(store: Store, companyId: string, createdAt = Date.now()): Promise<Owner> {
+/** An integration of the company and its key; `retentionDays` its own retention (null: the company's). */
+export async function createIntegration(
+  store: Store,
+  companyId: string,
+  createdAt = Date.now(),
+  retentionDays: number | null = null,
+): Promise<Owner> {
   const integrationId = newId('int');
   const issued = issueApiKey('development');
   const keyId = newId('key');
@@ -39,6 +44,7 @@ export async function createIntegration(store: Store, companyId: string, created
       updatedAt: createdAt,
       source: { type: 'api_key', config: {} },
       redaction: null,
+      retentionDays,
     },
     {
       id: keyId,

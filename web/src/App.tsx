@@ -13,6 +13,7 @@ import { LoginPage, type LoginNotice } from './pages/login';
 import { ManagementKeysPage } from './pages/management-keys';
 import { PageNotFound } from './pages/not-found';
 import { MembersPage } from './pages/members';
+import { PersonalDataPage } from './pages/personal-data';
 import { ForgotPasswordPage, ResetPasswordPage } from './pages/password-reset';
 import { RequestsPage } from './pages/requests';
 import { SettingsPage } from './pages/settings';
@@ -64,6 +65,7 @@ function SignedInRoutes() {
         <Route path="members" element={<MembersPage />} />
         <Route path="management-keys" element={<ManagementKeysPage />} />
         <Route path="audit-log" element={<AuditLogPage />} />
+        <Route path="personal-data" element={<PersonalDataPage />} />
         <Route path="settings" element={<SettingsPage />} />
         <Route path="account" element={<AccountPage />} />
         <Route path="*" element={<PageNotFound />} />

@@ -9,12 +9,13 @@ export type Permission =
   | 'logs:read'
   | 'members:read'
   | 'members:manage'
-  | 'company:manage';
+  | 'company:manage'
+  | 'data:erase';
 
 const ROLE_PERMISSIONS: Record<Role, readonly Permission[]> = {
   viewer: ['integrations:read', 'logs:read', 'members:read'],
   admin: ['integrations:read', 'integrations:manage', 'logs:read', 'members:read'],
-  owner: ['integrations:read', 'integrations:manage', 'logs:read', 'members:read', 'members:manage', 'company:manage'],
+  owner: ['integrations:read', 'integrations:manage', 'logs:read', 'members:read', 'members:manage', 'company:manage', 'data:erase'],
 };
 
 const COMPANY_STORAGE_KEY = 'intake.companyId';

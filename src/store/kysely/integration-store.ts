@@ -61,6 +61,7 @@ export class KyselyIntegrationStore extends KyselyStoreBase implements Integrati
           source_type: integration.source.type,
           source_config: JSON.stringify(integration.source.config),
           redaction: integration.redaction === null ? null : JSON.stringify(integration.redaction),
+          retention_days: integration.retentionDays,
           created_at: integration.createdAt,
           updated_at: integration.updatedAt,
           deleted_at: null,

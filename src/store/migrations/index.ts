@@ -17,6 +17,8 @@ import * as traceIds from './0014-trace-ids.js';
 import * as cliLogins from './0015-cli-logins.js';
 import * as destinationRules from './0016-destination-rules.js';
 import * as redaction from './0017-redaction.js';
+import * as erasures from './0018-erasures.js';
+import * as integrationRetention from './0019-integration-retention.js';
 
 export { AUTH_CHANGES_CHANNEL, type DialectTypes } from '../dialect-types.js';
 
@@ -44,6 +46,8 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '0015-cli-logins': cliLogins,
   '0016-destination-rules': destinationRules,
   '0017-redaction': redaction,
+  '0018-erasures': erasures,
+  '0019-integration-retention': integrationRetention,
 };
 
 /** Every migration's name, in order: what a new database gets. */

@@ -19,6 +19,7 @@ export function integrationOfRow(row: Selectable<IntegrationsTable>): Integratio
     updatedAt: Number(row.updated_at),
     source: { type: row.source_type as SourceType, config: JSON.parse(row.source_config) as SourceConfig },
     redaction: row.redaction === null ? null : (JSON.parse(row.redaction) as Redaction),
+    retentionDays: row.retention_days,
   };
 }
 
@@ -103,6 +104,7 @@ export async function updateIntegration(
       source_type: after.source.type,
       source_config: JSON.stringify(after.source.config),
       redaction: after.redaction === null ? null : JSON.stringify(after.redaction),
+      retention_days: after.retentionDays,
       updated_at: at,
     })
     .where('company_id', '=', companyId)

@@ -422,7 +422,12 @@ export async function scanSend(
 ): Promise<SendScan> {
   const destination = await findLiveDestination(db, companyId, destinationId);
   if (!destination) return { fresh: [], skipped: 0, more: false };
-  let select = db.selectFrom('webhooks').select(['uuid', 'received_at', 'integration_id', 'event']).where('company_id', '=', companyId);
+  // An erased webhook is a tombstone: there is nothing to send.
+  let select = db
+    .selectFrom('webhooks')
+    .select(['uuid', 'received_at', 'integration_id', 'event'])
+    .where('company_id', '=', companyId)
+    .where('erasure_id', 'is', null);
   if (selection.webhookUuids !== undefined) select = select.where('uuid', 'in', selection.webhookUuids);
   if (selection.since !== undefined) select = select.where('received_at', '>=', selection.since);
   if (selection.until !== undefined) select = select.where('received_at', '<', selection.until);

@@ -57,7 +57,7 @@ export interface SqliteStoreOptions {
  * Opens the embedded store. WAL lets readers (the read thread, the CLI) run beside the
  * writer; synchronous=FULL makes every commit reach the disk before the 202 is sent.
  * busy_timeout lets the server, its threads and the CLI wait for each other instead of
- * failing.
+ * failing. secure_delete zeroes what is deleted or overwritten.
  */
 export function openSqliteStore(path: string, options: SqliteStoreOptions = {}): KyselyStore {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -66,6 +66,9 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   database.pragma('synchronous = FULL');
   database.pragma('busy_timeout = 5000');
   database.pragma('foreign_keys = ON');
+  // Freed space is zeroed, so a value an erasure removed is not left in a page's free space
+  // or on the freelist (issue 40; docs/personal-data.md).
+  database.pragma('secure_delete = ON');
   if (options.readOnly) database.pragma('query_only = ON');
   const db = new Kysely<Database>({ dialect: new IntakeSqliteDialect(database), log: queryLog(options.onQuery) });
   // A second connection to an in-memory database would be another database.

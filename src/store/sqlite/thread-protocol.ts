@@ -23,6 +23,9 @@ export const THREAD_METHODS = {
     'replayStep',
     'sendStep',
     'endRedelivery',
+    // Erasures' steps: tombstones written beside intake's commits, one short transaction each.
+    'erasureStep',
+    'checkpointAfterErasure',
     'ping',
   ],
   /**
@@ -59,6 +62,9 @@ export const THREAD_METHODS = {
     'scanReplay',
     'scanSend',
     'readFeed',
+    // An erasure's scan of the company's bodies, a page at a time, and a preview's counts.
+    'scanErasure',
+    'countErasureLinks',
     'ping',
   ],
 } as const satisfies Record<string, ReadonlyArray<keyof Store>>;

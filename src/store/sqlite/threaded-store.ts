@@ -149,6 +149,18 @@ export class ThreadedSqliteStore extends KyselyStore {
   override destinationStats(...args: Args<'destinationStats'>) {
     return this.readThread.call('destinationStats', ...args);
   }
+  override checkpointAfterErasure(...args: Args<'checkpointAfterErasure'>) {
+    return this.commitThread.call('checkpointAfterErasure', ...args);
+  }
+  override erasureStep(...args: Args<'erasureStep'>) {
+    return this.commitThread.call('erasureStep', ...args);
+  }
+  override scanErasure(...args: Args<'scanErasure'>) {
+    return this.readThread.call('scanErasure', ...args);
+  }
+  override countErasureLinks(...args: Args<'countErasureLinks'>) {
+    return this.readThread.call('countErasureLinks', ...args);
+  }
   override scanReplay(...args: Args<'scanReplay'>) {
     return this.readThread.call('scanReplay', ...args);
   }

@@ -38,8 +38,8 @@ export function apiUrl(path: string, query: Query = {}): string {
   return `/api/v1${path}${search ? `?${search}` : ''}`;
 }
 
-async function request<T>(method: string, path: string, options: { query?: Query; body?: unknown } = {}): Promise<T> {
-  const headers: Record<string, string> = { accept: 'application/json' };
+async function request<T>(method: string, path: string, options: { query?: Query; body?: unknown; text?: boolean } = {}): Promise<T> {
+  const headers: Record<string, string> = { accept: options.text ? 'text/plain, application/json' : 'application/json' };
   if (options.body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET' && connection.csrfToken) headers['x-csrf-token'] = connection.csrfToken;
   if (connection.companyId) headers['x-company-id'] = connection.companyId;
@@ -55,6 +55,7 @@ async function request<T>(method: string, path: string, options: { query?: Query
     throw new ApiError(0, 'network', 'The server cannot be reached. Check your connection and try again.');
   }
   if (response.status === 204) return undefined as T;
+  if (options.text && response.ok) return (await response.text()) as T;
   const body = (await response.json().catch(() => null)) as Record<string, unknown> | null;
   if (!response.ok) {
     const code = typeof body?.code === 'string' ? body.code : 'unknown';
@@ -77,6 +78,8 @@ async function request<T>(method: string, path: string, options: { query?: Query
 
 export const api = {
   get: <T>(path: string, query?: Query) => request<T>('GET', path, { query }),
+  /** A plain-text answer (a report to download); errors are JSON as everywhere. */
+  getText: (path: string) => request<string>('GET', path, { text: true }),
   post: <T>(path: string, body: unknown = {}) => request<T>('POST', path, { body }),
   patch: <T>(path: string, body: unknown) => request<T>('PATCH', path, { body }),
   put: <T>(path: string, body: unknown) => request<T>('PUT', path, { body }),

@@ -61,3 +61,37 @@ export interface CliLogin {
 
 /** The least a password must have (the API refuses shorter ones with a 400). */
 export const MIN_PASSWORD_LENGTH = 12;
+
+/** Erasure by data subject (/erasures): a preview (dry_run) or an erasure, and how far it got. */
+export type ErasureState = 'counting' | 'previewed' | 'queued' | 'running' | 'completed' | 'failed' | 'expired';
+
+export interface ErasureCounts {
+  webhooks: number;
+  deliveries: number;
+  attempts: number;
+  request_log: number;
+}
+
+export interface Erasure {
+  id: string;
+  state: ErasureState;
+  /** A preview: it counts and changes nothing until confirmed. */
+  dry_run: boolean;
+  /** The value searched for, masked: the API never gives the value back. */
+  value_hint: string;
+  criteria: { since: string; until: string; integration_ids: string[] | null; paths: string[] };
+  requested_by: { type: string; id: string | null };
+  confirmed_by: { type: string; id: string | null } | null;
+  created_at: string;
+  confirmed_at: string | null;
+  started_at: string | null;
+  finished_at: string | null;
+  /** A preview's value is dropped then unless it is confirmed. */
+  expires_at: string | null;
+  /** Webhooks of the range read so far. */
+  scanned: number;
+  counts: ErasureCounts;
+  /** Up to ten matches: which webhooks and where the value was, never their bodies. */
+  sample: { uuid: string; integration_id: string; event: string; received_at: string; matched_in: string }[];
+  error: string | null;
+}

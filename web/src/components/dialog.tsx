@@ -33,6 +33,7 @@ export function FormDialog({
   title,
   submitLabel,
   danger,
+  wide,
   onClose,
   onSubmit,
   children,
@@ -40,6 +41,8 @@ export function FormDialog({
   title: string;
   submitLabel: string;
   danger?: boolean;
+  /** Room for what the form shows besides its fields (a preview). */
+  wide?: boolean;
   onClose(): void;
   onSubmit(): Promise<void>;
   children: ReactNode;
@@ -58,7 +61,7 @@ export function FormDialog({
     }
   };
   return (
-    <Dialog title={title} onClose={onClose}>
+    <Dialog title={title} onClose={onClose} wide={wide}>
       <form onSubmit={submit} className="form">
         {children}
         {error && <ErrorMessage error={error} />}

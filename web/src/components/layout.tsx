@@ -11,6 +11,7 @@ const NAV: { to: string; label: string; needs: Permission }[] = [
   { to: '/members', label: 'Members', needs: 'members:read' },
   { to: '/management-keys', label: 'Management keys', needs: 'members:manage' },
   { to: '/audit-log', label: 'Audit log', needs: 'logs:read' },
+  { to: '/personal-data', label: 'Personal data', needs: 'data:erase' },
   { to: '/settings', label: 'Settings', needs: 'members:read' },
 ];
 

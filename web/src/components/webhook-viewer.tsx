@@ -178,29 +178,7 @@ function WebhookBody({
               <JsonView value={webhook.data} label="Payload" />
             </>
           ))}
-        {tab === 'headers' &&
-          (headers.length === 0 ? (
-            <p className="muted">No headers were kept for this webhook.</p>
-          ) : (
-            <div className="table-wrap">
-              <table className="headers-table">
-                <thead>
-                  <tr>
-                    <th scope="col">Header</th>
-                    <th scope="col">Value</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {headers.map(([header, value]) => (
-                    <tr key={header}>
-                      <td className="mono">{header}</td>
-                      <td className="wrap mono">{value}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          ))}
+        {tab === 'headers' && <HeadersTable headers={headers} />}
         {tab === 'raw' && (
           <div className="raw-body">
             <div className="raw-body-toolbar">
@@ -213,6 +191,31 @@ function WebhookBody({
           </div>
         )}
       </div>
+    </div>
+  );
+}
+
+/** A webhook's kept headers, name and value a row (the viewer's tab, and a redaction's preview). */
+export function HeadersTable({ headers, label }: { headers: Array<[string, string]>; label?: string }) {
+  if (headers.length === 0) return <p className="muted">No headers were kept for this webhook.</p>;
+  return (
+    <div className="table-wrap">
+      <table className="headers-table" aria-label={label}>
+        <thead>
+          <tr>
+            <th scope="col">Header</th>
+            <th scope="col">Value</th>
+          </tr>
+        </thead>
+        <tbody>
+          {headers.map(([header, value]) => (
+            <tr key={header}>
+              <td className="mono">{header}</td>
+              <td className="wrap mono">{value}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
     </div>
   );
 }

@@ -130,6 +130,11 @@ export const AUDIT_ACTIONS = [
   'account.recovery_codes_renew',
   'account.password_change',
   'account.password_reset',
+  'erasure.preview',
+  'erasure.create',
+  'erasure.confirm',
+  'erasure.complete',
+  'erasure.fail',
 ] as const;
 
 export const MAX_RETENTION_DAYS = 3650;

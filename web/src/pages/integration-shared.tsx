@@ -26,7 +26,17 @@ export interface Integration {
   last_webhook_at: string | null;
   source: Source;
   /** What is replaced before each webhook is stored (src/api/integrations.ts); null: nothing. */
-  redaction: { paths: string[]; headers: string[] } | null;
+  redaction: Redaction | null;
+  /** Days its webhooks are kept, shorter than the company's retention; null: the company's. */
+  retention_days: number | null;
+}
+
+/** An integration's redaction as the API shows and takes it (src/domain/redaction.ts). */
+export interface Redaction {
+  paths: string[];
+  headers: string[];
+  /** redact: each value becomes "[redacted]"; hash: its keyed hash. */
+  mode: 'redact' | 'hash';
 }
 
 export type KeyStatus = 'active' | 'expiring' | 'expired' | 'revoked';

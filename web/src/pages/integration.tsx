@@ -6,6 +6,7 @@ import { Badge, CopyField, ErrorMessage, Loading, PageHeader, Time, numberFormat
 import { useSession } from '../session';
 import { IntegrationKeys } from './integration-keys';
 import { IntegrationRedaction } from './integration-redaction';
+import { IntegrationRetention } from './integration-retention';
 import { IntegrationSource } from './integration-source';
 import {
   IntegrationFields,
@@ -164,6 +165,8 @@ export function IntegrationPage() {
       <IntegrationSource integration={integration} manage={manage} onChanged={updated} />
 
       <IntegrationRedaction integration={integration} manage={manage} onChanged={updated} />
+
+      <IntegrationRetention integration={integration} manage={manage} onChanged={updated} />
 
       <IntegrationKeys integration={integration} manage={manage} />
 
