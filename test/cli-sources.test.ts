@@ -42,6 +42,28 @@ test('create with --source, edit the source, then rotate the secrets key', async
   expect(retaining.json).toMatchObject({ retention_days: 7 });
   expect(tooLong.code).toBe(1);
   expect(tooLong.stderr).toMatch(/^intake: An integration's retention .* 30 days/);
+  // Both changed afterwards with edit: the redaction from now on (hashing), the retention back to the company's.
+  const settingsEdited = (
+    await runCliJson(['integration', 'edit', '--integration', String(retaining.json.id), '--redaction', '{"paths":["data.email"],"mode":"hash"}', '--retention-days', 'company'], env)
+  ).json;
+  expect(settingsEdited).toMatchObject({ id: retaining.json.id, redaction: { paths: ['data.email'], headers: [], mode: 'hash' }, retention_days: null });
+  const cleared = (await runCliJson(['integration', 'edit', '--integration', String(redacting.json.id), '--redaction', 'null'], env)).json;
+  expect(cleared).toMatchObject({ redaction: null });
+  const [nothing, badEdit] = await Promise.all([
+    runCli(['integration', 'edit', '--integration', String(retaining.json.id)], env),
+    runCli(['integration', 'edit', '--integration', String(retaining.json.id), '--redaction', '{"paths":["a..b"]}', '--retention-days', '3'], env),
+  ]);
+  expect([nothing.code, nothing.stderr]).toEqual([1, expect.stringMatching(/^intake: Say what to change/)]);
+  const mixed = await runCli(['integration', 'edit', '--integration', String(retaining.json.id), '--source', 'github', '--retention-days', '3'], env);
+  expect([mixed.code, mixed.stderr]).toEqual([1, expect.stringMatching(/^intake: Change the source on its own/)]);
+  expect(badEdit.code).toBe(1);
+  // Refused whole: the retention asked beside the bad path did not change either.
+  const reader = openStore(databaseUrl, { poolSize: 1 });
+  try {
+    expect((await reader.getIntegration(String(company.id), String(retaining.json.id)))?.retentionDays).toBeNull();
+  } finally {
+    await reader.close();
+  }
 
   // Stripe shows its secret only once the endpoint exists: the address comes first, the secret later.
   const stripe = await runCli(['integration', 'create', '--company', String(company.id), '--name', 'Stripe', '--source', 'stripe'], env);

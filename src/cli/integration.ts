@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { AppError } from '../errors.js';
 import { SOURCE_TYPES } from '../domain/source-types.js';
+import type { Redaction } from '../domain/redaction.js';
 import type { SourceInput } from '../sources/settings.js';
 import { SHOWN_ONCE, print, withStore, type CommandContext } from './context.js';
 
@@ -67,32 +68,59 @@ export function registerIntegrationCommands(program: Command): void {
 
   integration
     .command('edit')
-    .description("change an integration's source (a new type or secret replaces the secrets at once)")
+    .description(
+      "change an integration's source (a new type or secret replaces the secrets at once), what it redacts, or how long it keeps webhooks",
+    )
     .requiredOption('--integration <id>', 'integration id (int_…)')
-    .requiredOption('--source <type>', SOURCE_TYPES.join(', '))
+    .option('--source <type>', SOURCE_TYPES.join(', '))
     .option('--secret <secret>', "the provider's signing secret (generated when absent, where the provider takes ours)")
     .option('--source-config <json>', 'hmac, basic and query_token settings, as the API takes them', parseJsonObject)
+    .option('--redaction <json>', 'values replaced before storing from now on, as the API takes them; null: none', parseRedactionOrNull)
+    .option('--retention-days <days>', "days its webhooks are kept, at most the company's; company: as the company's", parseRetention)
     .option('--json', 'print one JSON object')
-    .action((options: { integration: string; json?: boolean } & SourceOptions) =>
-      withStore(async (context) => {
-        const companyId = await companyOfIntegration(context, options.integration);
-        const changed = await context.management.setSource(companyId, options.integration, sourceInput(options)!);
-        print(
-          {
-            id: changed.integration.id,
-            source_type: changed.integration.source.type,
-            ...(changed.sourceSecretId !== undefined && { source_secret_id: changed.sourceSecretId }),
-            ...(changed.sourceSecret !== undefined && { source_secret: changed.sourceSecret }),
-            ...(changed.awaitingSecret && { awaiting_secret: true }),
-          },
-          options,
-          changed.awaitingSecret
-            ? awaitingNote(changed.integration)
-            : changed.sourceSecret === undefined
+    .action(
+      (options: { integration: string; redaction?: Record<string, unknown> | 'none'; retentionDays?: number | 'company'; json?: boolean } & SourceOptions) =>
+        withStore(async (context) => {
+          const redaction = options.redaction === 'none' ? null : options.redaction;
+          const retentionDays = options.retentionDays === 'company' ? null : options.retentionDays;
+          const source = sourceInput(options);
+          if (source === undefined && redaction === undefined && retentionDays === undefined) {
+            throw new AppError('invalid_request', 'Say what to change: --source, --redaction or --retention-days.');
+          }
+          // Two writes could half succeed (a secret refused after the redaction was saved): one at a time.
+          if (source !== undefined && (redaction !== undefined || retentionDays !== undefined)) {
+            throw new AppError('invalid_request', 'Change the source on its own: --source in one edit, --redaction and --retention-days in another.');
+          }
+          const companyId = await companyOfIntegration(context, options.integration);
+          // The redaction and the retention are one update, checked whole before anything changes.
+          const settings =
+            redaction === undefined && retentionDays === undefined
               ? undefined
-              : 'The signing secret is shown only this once: give it to the sender now.',
-        );
-      }),
+              : await context.management.updateIntegration(companyId, options.integration, {
+                  // As the API's PATCH: updateIntegration checks it (a 400 naming redaction).
+                  ...(redaction !== undefined && { redaction: redaction as Redaction | null }),
+                  ...(retentionDays !== undefined && { retentionDays }),
+                });
+          const changed = source === undefined ? undefined : await context.management.setSource(companyId, options.integration, source);
+          const integration = changed?.integration ?? settings!;
+          print(
+            {
+              id: integration.id,
+              source_type: integration.source.type,
+              ...(changed?.sourceSecretId !== undefined && { source_secret_id: changed.sourceSecretId }),
+              ...(changed?.sourceSecret !== undefined && { source_secret: changed.sourceSecret }),
+              ...(changed?.awaitingSecret && { awaiting_secret: true }),
+              ...(redaction !== undefined && { redaction: integration.redaction }),
+              ...(retentionDays !== undefined && { retention_days: integration.retentionDays }),
+            },
+            options,
+            changed?.awaitingSecret
+              ? awaitingNote(changed.integration)
+              : changed?.sourceSecret === undefined
+                ? undefined
+                : 'The signing secret is shown only this once: give it to the sender now.',
+          );
+        }),
     );
 
   for (const enabled of [false, true]) {
@@ -155,6 +183,16 @@ function parseRedaction(text: string): Record<string, unknown> {
     // Said below.
   }
   throw new AppError('invalid_request', '--redaction must be a JSON object, e.g. \'{"paths":["data.customer.email"]}\'.');
+}
+
+/** A redaction, or `none` (`null` said as JSON): commander turns a parser's null into '', so the word stands for it until the action. */
+function parseRedactionOrNull(text: string): Record<string, unknown> | 'none' {
+  return text.trim() === 'null' ? 'none' : parseRedaction(text);
+}
+
+/** Days, or `company`: the company's retention (null), kept as the word for the same reason. */
+function parseRetention(text: string): number | 'company' {
+  return text === 'company' ? 'company' : parseWhole(text);
 }
 
 export async function companyOfIntegration({ store }: CommandContext, integrationId: string): Promise<string> {
