@@ -173,6 +173,8 @@ describe('the Personal data page', { timeout: 180_000 }, () => {
     await page.goto(`/admin/personal-data?erasure=${erasureId}`);
     await erased.getByRole('link', { name: `Open webhook ${sent.inNote}` }).click();
     const viewer = page.getByRole('dialog', { name: 'Webhook details' });
+    // Said in words above the facts, not left to the raw JSON.
+    await viewer.getByRole('status').filter({ hasText: `Erased by ${erasureId}` }).waitFor();
     await viewer.getByRole('tab', { name: 'Raw body' }).click();
     const raw = JSON.parse((await viewer.locator('pre.raw-body-text').textContent())!) as { erased: { erasure_id: string; erased_by: string } };
     expect(raw.erased.erasure_id).toBe(erasureId);
@@ -235,6 +237,8 @@ describe('the Personal data page', { timeout: 180_000 }, () => {
 
     await erased.getByRole('link', { name: `Open webhook ${sent.atPath}` }).click();
     const viewer = page.getByRole('dialog', { name: 'Webhook details' });
+    // Said in words above the facts, not left to the raw JSON.
+    await viewer.getByRole('status').filter({ hasText: /^Erased by ers_/ }).waitFor();
     await viewer.getByRole('tab', { name: 'Raw body' }).click();
     expect(await viewer.locator('pre.raw-body-text').textContent()).toContain('"erased":{"erasure_id":"ers_');
     expect(await viewer.textContent()).not.toContain(email);

@@ -104,8 +104,22 @@ function WebhookBody({
     tabs.current[next]?.focus();
   };
 
+  const erased = erasureOf(parsed.ok ? parsed.value : undefined);
+
   return (
     <div className="viewer">
+      {erased && (
+        <p className="notice info" role="status">
+          Erased by <code>{erased.erasure_id}</code>
+          {erased.erased_at && (
+            <>
+              {' '}
+              <Time iso={erased.erased_at} />
+            </>
+          )}
+          : its body and headers are gone; what is shown is the tombstone that took their place.
+        </p>
+      )}
       <dl className="details viewer-facts">
         <dt>Event</dt>
         <dd>
@@ -218,4 +232,14 @@ export function HeadersTable({ headers, label }: { headers: Array<[string, strin
       </table>
     </div>
   );
+}
+
+/** The tombstone an erasure left in place of a body (docs/personal-data.md), or null. */
+function erasureOf(value: unknown): { erasure_id: string; erased_at?: string } | null {
+  if (typeof value !== 'object' || value === null || Object.keys(value).length !== 1) return null;
+  const erased = (value as { erased?: unknown }).erased;
+  if (typeof erased !== 'object' || erased === null) return null;
+  const { erasure_id: id, erased_at: at } = erased as { erasure_id?: unknown; erased_at?: unknown };
+  if (typeof id !== 'string' || !id.startsWith('ers_')) return null;
+  return { erasure_id: id, ...(typeof at === 'string' && { erased_at: at }) };
 }
