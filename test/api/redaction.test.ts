@@ -210,4 +210,15 @@ describe('a preview of a redaction on a stored webhook', () => {
     expect(elsewhere.statusCode).toBe(404);
     expect(elsewhere.body).not.toContain('example.com');
   });
+
+  test('a body over 1 MiB is not scanned for a preview: a 413 that says which to name instead', async () => {
+    const { integration: large, api_key } = await create({ name: 'Large', body_limit_bytes: 4 * 1024 * 1024 });
+    const body = JSON.stringify({ event: 'export.ready', data: { email: 'ada@example.com', rows: 'x'.repeat(1024 * 1024) } });
+    const sent = await sendWebhook(t.app, large.integration_key, { apiKey: api_key, body });
+    expect(sent.statusCode, sent.body).toBe(202);
+    const refused = await preview({ redaction: { paths: ['$..email'] } }, headers, large.id);
+    expect(refused.statusCode).toBe(413);
+    expect(refused.json()).toMatchObject({ code: 'payload_too_large', message: expect.stringContaining('webhook_uuid') });
+    expect(refused.body).not.toContain('ada@example.com');
+  });
 });
