@@ -1,5 +1,5 @@
-import type { PayloadFormat } from '../domain/webhook-body.js';
 import type { Actor, AuditEvent } from './audit-store.js';
+import type { StoredWebhook } from './webhook-store.js';
 
 /**
  * Erasure by data subject (issue 40, src/services/erasures.ts): the requests, and the work
@@ -145,21 +145,12 @@ export interface ErasureScanQuery {
 }
 
 export interface ErasureScanPage {
-  webhooks: ErasureCandidate[];
+  /** The page's webhooks, whole: what the value is looked for in. */
+  webhooks: StoredWebhook[];
   /** The last webhook the page read (where the next starts); null: none. */
   last: { receivedAt: number; uuid: string } | null;
   /** False: the range ends within this page. */
   more: boolean;
-}
-
-export interface ErasureCandidate {
-  uuid: string;
-  integrationId: string;
-  event: string;
-  receivedAt: number;
-  rawBody: Buffer;
-  payloadFormat: PayloadFormat;
-  headers: Record<string, string>;
 }
 
 export interface ErasureTarget {

@@ -16,7 +16,8 @@ let companyId: string;
 const callers = {} as Record<'owner' | 'key', { type: 'user' | 'key'; id: string; headers: Record<string, string> }>;
 
 beforeAll(async () => {
-  t = await buildTestApp();
+  // The erasure runner is driven here (runOnce), not started: a preview is counted when the case says so.
+  t = await buildTestApp({}, { erasures: { start: false, restRatio: 0 } });
   companyId = (await t.management.createCompany('Contract')).id;
   const owner = await member(t, companyId, 'owner');
   callers.owner = { type: 'user', id: owner.userId, headers: owner.change };
@@ -317,13 +318,7 @@ const AUDIT_CASES: AuditCase[] = [
         payload: { value: 'nobody.else@example.invalid', dry_run: true },
       });
       const id = preview.json<{ id: string }>().id;
-      // The app's own runner may be the one counting it: wait for the preview, whoever runs it.
-      await expect
-        .poll(async () => {
-          await t.app.erasureRunner.runOnce();
-          return (await t.store.getErasure(companyId, id))?.state;
-        })
-        .toBe('previewed');
+      await t.app.erasureRunner.runOnce();
       return { url: `/api/v1/erasures/${id}/confirm` };
     },
   },

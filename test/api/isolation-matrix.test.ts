@@ -277,7 +277,8 @@ const nextAddress = () => `10.77.${(++addresses >> 8) & 255}.${addresses & 255}`
 const IN_MATRIX = /^\/api\/(v1|webhooks?)\//;
 
 beforeAll(async () => {
-  t = await buildTestApp();
+  // The erasure runner is driven by the world's set-up (runOnce), not started.
+  t = await buildTestApp({}, { erasures: { start: false, restRatio: 0 } });
   world = await isolationWorld(t);
   routes = t.app.registeredRoutes
     .filter((r) => IN_MATRIX.test(r.url))

@@ -1,5 +1,4 @@
 import type { Kysely, Selectable } from 'kysely';
-import type { PayloadFormat } from '../../domain/webhook-body.js';
 import type { DialectTypes } from '../migrations/index.js';
 import type { Database, ErasuresTable } from '../schema.js';
 import type {
@@ -18,7 +17,7 @@ import type {
   NewErasure,
 } from '../store.js';
 import { insertAudit } from './audit.js';
-import { withinBudget } from './webhooks.js';
+import { headColumns, headOfRow, readBodies, WHOLE, withinBudget } from './webhooks.js';
 
 /**
  * Erasure by data subject (issue 40): the requests, the scan of a company's webhooks, and
@@ -176,7 +175,7 @@ export async function takeErasure(db: Kysely<Database>, at: number, token: strin
 export async function scanErasure(db: Kysely<Database>, types: DialectTypes, companyId: string, query: ErasureScanQuery): Promise<ErasureScanPage> {
   let select = db
     .selectFrom('webhooks')
-    .select(['uuid', 'received_at', types.binaryLength('raw_body').as('size_bytes')])
+    .select(headColumns(types))
     .where('company_id', '=', companyId)
     .where('received_at', '>=', query.since)
     .where('received_at', '<', query.until)
@@ -188,44 +187,16 @@ export async function scanErasure(db: Kysely<Database>, types: DialectTypes, com
       .where('received_at', '>=', cursor.receivedAt)
       .where((eb) => eb.or([eb('received_at', '>', cursor.receivedAt), eb.and([eb('received_at', '=', cursor.receivedAt), eb('uuid', '>', cursor.uuid)])]));
   }
-  const heads = (await select.orderBy('received_at').orderBy('uuid').limit(query.rows).execute()).map((row) => ({
-    uuid: row.uuid,
-    receivedAt: Number(row.received_at),
-    sizeBytes: Number(row.size_bytes),
-  }));
+  const heads = (await select.orderBy('received_at').orderBy('uuid').limit(query.rows).execute()).map(headOfRow);
   const kept = withinBudget(heads, query.bytes);
-  if (kept.length === 0) return { webhooks: [], last: null, more: false };
-  const rows = await db
-    .selectFrom('webhooks')
-    .select(['uuid', 'integration_id', 'event', 'received_at', 'raw_body', 'payload_format', 'headers'])
-    .where('company_id', '=', companyId)
-    .where('received_at', '>=', kept[0]!.receivedAt)
-    .where('received_at', '<=', kept[kept.length - 1]!.receivedAt)
-    .where(
-      'uuid',
-      'in',
-      kept.map((head) => head.uuid),
-    )
-    .execute();
-  const byUuid = new Map(rows.map((row) => [row.uuid, row]));
-  const webhooks = kept.flatMap((head) => {
-    const row = byUuid.get(head.uuid);
-    if (!row) return []; // purged between the two reads
-    return [
-      {
-        uuid: row.uuid,
-        integrationId: row.integration_id,
-        event: row.event,
-        receivedAt: Number(row.received_at),
-        rawBody: row.raw_body,
-        payloadFormat: row.payload_format as PayloadFormat,
-        headers: JSON.parse(row.headers) as Record<string, string>,
-      },
-    ];
-  });
-  // The cursor moves past every head kept, found or purged since.
-  const last = kept[kept.length - 1]!;
-  return { webhooks, last: { receivedAt: last.receivedAt, uuid: last.uuid }, more: kept.length < heads.length || heads.length === query.rows };
+  const last = kept.at(-1);
+  if (last === undefined) return { webhooks: [], last: null, more: false };
+  // The cursor moves past every head kept, those purged since the heads were read too.
+  return {
+    webhooks: await readBodies(db, companyId, kept, WHOLE),
+    last: { receivedAt: last.receivedAt, uuid: last.uuid },
+    more: kept.length < heads.length || heads.length === query.rows,
+  };
 }
 
 export async function countErasureLinks(db: Kysely<Database>, companyId: string, targets: readonly ErasureTarget[]): Promise<ErasureCounts> {
@@ -263,28 +234,29 @@ export async function countErasureLinks(db: Kysely<Database>, companyId: string,
  */
 export async function erasureStep(db: Kysely<Database>, types: DialectTypes, companyId: string, step: ErasureStep): Promise<boolean> {
   return types.workerTransaction(db, async (trx) => {
-    const row = await trx
-      .selectFrom('erasures')
-      .select(['webhooks', 'deliveries', 'attempts', 'request_log', 'scanned'])
+    // The lease first, renewed by an update that PostgreSQL holds locked to the end: another
+    // node that takes the erasure over waits for this step, and then finds the lease moved on.
+    const leased = await trx
+      .updateTable('erasures')
+      .set({ lease_expires_at: step.at + step.leaseMs })
       .where('company_id', '=', companyId)
       .where('id', '=', step.id)
       .where('lease_token', '=', step.token)
       .executeTakeFirst();
-    if (!row) return false;
+    if (Number(leased.numUpdatedRows) !== 1) return false;
     const counts = step.dryRun ? (step.counted ?? zero) : await tombstone(trx, companyId, step);
     await trx
       .updateTable('erasures')
-      .set({
+      .set((eb) => ({
         cursor_received_at: step.cursor.receivedAt,
         cursor_uuid: step.cursor.uuid,
-        scanned: Number(row.scanned) + step.scanned,
-        webhooks: Number(row.webhooks) + counts.webhooks,
-        deliveries: Number(row.deliveries) + counts.deliveries,
-        attempts: Number(row.attempts) + counts.attempts,
-        request_log: Number(row.request_log) + counts.requestLog,
+        scanned: eb('scanned', '+', step.scanned),
+        webhooks: eb('webhooks', '+', counts.webhooks),
+        deliveries: eb('deliveries', '+', counts.deliveries),
+        attempts: eb('attempts', '+', counts.attempts),
+        request_log: eb('request_log', '+', counts.requestLog),
         sample: JSON.stringify(step.sample),
-        lease_expires_at: step.at + step.leaseMs,
-      })
+      }))
       .where('id', '=', step.id)
       .execute();
     return true;

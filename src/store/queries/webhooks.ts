@@ -186,11 +186,12 @@ async function searchEdge(
   return edge && { receivedAt: Number(edge.received_at), uuid: edge.uuid };
 }
 
-function headColumns(types: DialectTypes) {
+/** A webhook's head without reading its body: its size from the row (see DialectTypes.binaryLength). */
+export function headColumns(types: DialectTypes) {
   return ['uuid', 'received_at', types.binaryLength('raw_body').as('size_bytes')] as const;
 }
 
-function headOfRow(row: { uuid: string; received_at: number; size_bytes: number }): WebhookHead {
+export function headOfRow(row: { uuid: string; received_at: number; size_bytes: number }): WebhookHead {
   return { uuid: row.uuid, receivedAt: Number(row.received_at), sizeBytes: Number(row.size_bytes) };
 }
 
